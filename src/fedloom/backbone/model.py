@@ -1,0 +1,72 @@
+"""The frozen backbone with its adapter bank, runnable from any decoder layer.
+
+Everything below the lowest adapted layer ``L0`` depends only on frozen weights, so its output
+(the *prefix*) is computed once per sample and cached; training and evaluation then run layers
+``L0..L-1`` only. Heads read the mean-pooled final hidden state and never pay for the vocabulary
+projection.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from transformers.masking_utils import create_causal_mask
+
+from fedloom.backbone.loading import Backbone
+from fedloom.backbone.lora import AdapterBank, Binding, LoraSpec
+
+
+class AdaptedLM:
+    """One frozen backbone + adapter bank, shared by every simulated client of a process."""
+
+    def __init__(self, backbone: Backbone, spec: LoraSpec) -> None:
+        self.backbone = backbone
+        self.model = backbone.model
+        self.bank = AdapterBank(self.model, spec)
+        self.layout = self.bank.layout
+        self.start_layer = self.layout.lowest_layer
+
+    @property
+    def hidden_size(self) -> int:
+        return self.backbone.hidden_size
+
+    def run_layers(self, hidden: Tensor, mask: Tensor, start: int, stop: int | None = None) -> Tensor:
+        """Apply decoder layers ``start..stop-1`` to right-padded hidden states [B, T, H]."""
+        inner = self.model.model
+        position_ids = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
+        causal_mask = create_causal_mask(
+            config=self.model.config,
+            inputs_embeds=hidden,
+            attention_mask=mask,
+            cache=None,
+            position_ids=position_ids,
+        )
+        rope = inner.rotary_emb(hidden, position_ids=position_ids)
+        for layer in inner.layers[start:stop]:
+            hidden = layer(hidden, attention_mask=causal_mask, position_embeddings=rope, position_ids=position_ids)
+        return hidden
+
+    @torch.no_grad()
+    def prefix(self, input_ids: Tensor, mask: Tensor) -> Tensor:
+        """Frozen hidden states entering layer ``L0`` (no adapters are involved below it)."""
+        hidden = self.model.model.embed_tokens(input_ids)
+        with self.bank.bind(None):
+            return self.run_layers(hidden, mask, 0, self.start_layer)
+
+    def pooled_from_prefix(self, prefix: Tensor, mask: Tensor, binding: Binding | None) -> Tensor:
+        """Mean-pooled final hidden state [B, H] (seed 000, eq. 5) from cached prefix states."""
+        with self.bank.bind(binding):
+            hidden = self.run_layers(prefix, mask, self.start_layer)
+        return masked_mean(self.model.model.norm(hidden), mask)
+
+    def pooled(self, input_ids: Tensor, mask: Tensor, binding: Binding | None) -> Tensor:
+        """The same quantity from token ids with a full forward (the reference the cache must match)."""
+        with self.bank.bind(binding):
+            hidden = self.run_layers(self.model.model.embed_tokens(input_ids), mask, 0)
+        return masked_mean(self.model.model.norm(hidden), mask)
+
+
+def masked_mean(hidden: Tensor, mask: Tensor) -> Tensor:
+    """Mean over the real (mask = 1) positions of [B, T, H] → [B, H], in float32."""
+    m = mask.to(torch.float32).unsqueeze(-1)
+    return (hidden.to(torch.float32) * m).sum(1) / m.sum(1).clamp_min(1.0)

@@ -1,0 +1,168 @@
+"""``fedloom`` command line: run one method, compare several, inspect config and methods."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import Progress as RichBar
+from rich.table import Table
+
+from fedloom.errors import FedloomError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+console = Console(stderr=True)
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file")]
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help="override: key=value (repeatable)")]
+MethodOpt = Annotated[str | None, typer.Option(help="federated method")]
+DatasetOpt = Annotated[str | None, typer.Option(help="dataset name")]
+BackboneOpt = Annotated[str | None, typer.Option(help="backbone name or path")]
+RoundsOpt = Annotated[int | None, typer.Option(help="communication rounds")]
+SeedOpt = Annotated[int | None, typer.Option(help="training seed")]
+
+
+class RichProgress:
+    """`fedloom.progress.Progress` on a rich live display."""
+
+    def __init__(self, bar: RichBar) -> None:
+        self.bar = bar
+
+    def task(self, description: str, total: int):  # noqa: ANN201
+        task_id = self.bar.add_task(description, total=total)
+        done = [0]
+
+        def advance(n: int) -> None:
+            done[0] += n
+            self.bar.advance(task_id, n)
+            if done[0] >= total:
+                self.bar.remove_task(task_id)
+
+        return advance
+
+
+@contextmanager
+def _progress():
+    bar = RichBar(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    )
+    with bar:
+        yield RichProgress(bar)
+
+
+def _print_table(header: list[str], rows: list[list[str]], title: str) -> None:
+    table = Table(title=title)
+    for h in header:
+        table.add_column(h)
+    for r in rows:
+        table.add_row(*(c.replace("**", "") for c in r))
+    Console().print(table)
+
+
+@app.command()
+def run(
+    config: ConfigOpt = None,
+    method: MethodOpt = None,
+    dataset: DatasetOpt = None,
+    backbone: BackboneOpt = None,
+    rounds: RoundsOpt = None,
+    seed: SeedOpt = None,
+    out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/latest"),
+    set_: SetOpt = None,
+) -> None:
+    """Run one federated experiment and write its run directory."""
+    from fedloom.experiments.config import load_config
+    from fedloom.experiments.report import client_table
+    from fedloom.experiments.runner import prepare_workspace, run_method
+
+    flags = {"method": method, "dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
+    cfg = load_config(config, flags, set_)
+    with _progress() as progress:
+        ws = prepare_workspace(cfg, progress)
+        summary = run_method(cfg, ws, out, progress)
+    _print_table(*client_table(summary), title=f"{cfg.method} on {cfg.dataset} — test, last round")
+    console.print(f"run directory: {out}")
+
+
+@app.command()
+def compare(
+    methods: Annotated[str, typer.Option(help="comma-separated methods")] = "local,fedavg",
+    config: ConfigOpt = None,
+    dataset: DatasetOpt = None,
+    backbone: BackboneOpt = None,
+    rounds: RoundsOpt = None,
+    seed: SeedOpt = None,
+    out: Annotated[Path, typer.Option(help="parent directory: one run directory per method")] = Path("runs/compare"),
+    set_: SetOpt = None,
+) -> None:
+    """Run several methods on one shared workspace (backbone and frozen features computed once)."""
+    from fedloom.experiments.config import load_config
+    from fedloom.experiments.report import method_table
+    from fedloom.experiments.rundir import atomic_write
+    from fedloom.experiments.runner import comparison_report, prepare_workspace, run_method
+
+    names = [m.strip() for m in methods.split(",") if m.strip()]
+    flags = {"dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
+    configs = [load_config(config, {**flags, "method": m}, set_) for m in names]
+    summaries = []
+    with _progress() as progress:
+        ws = prepare_workspace(configs[0], progress)
+        for cfg in configs:
+            summaries.append(run_method(cfg, ws, out / cfg.method, progress))
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write(out / "report.md", comparison_report(summaries))
+    _print_table(*method_table(summaries), title=f"{configs[0].dataset}: test metrics after the last round")
+    console.print(f"reports: {out / 'report.md'} and one run directory per method under {out}")
+
+
+@app.command()
+def methods() -> None:
+    """List the available federated methods."""
+    from fedloom.algorithms.registry import METHODS
+
+    for name, cls in sorted(METHODS.items()):
+        doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
+        typer.echo(f"{name:12s} {doc}")
+
+
+@app.command("config")
+def show_config(config: ConfigOpt = None, set_: SetOpt = None) -> None:
+    """Print the fully resolved configuration (defaults, file and overrides)."""
+    from fedloom.experiments.config import dump_config, load_config
+
+    typer.echo(dump_config(load_config(config, None, set_)), nl=False)
+
+
+def main() -> None:
+    try:
+        app(standalone_mode=False)
+    except FedloomError as exc:
+        console.print(f"[red]error:[/red] {exc}", soft_wrap=True, highlight=False)
+        sys.exit(2)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        console.print("aborted")
+        sys.exit(130)
+    except Exception as exc:  # click usage errors
+        import click
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise
+
+
+if __name__ == "__main__":
+    main()

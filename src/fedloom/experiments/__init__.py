@@ -1,0 +1,1 @@
+"""Typed configs, workspaces, run directories and reports."""

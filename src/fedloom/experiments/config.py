@@ -1,0 +1,192 @@
+"""The typed run configuration: YAML file + CLI flags + ``--set key=value`` overrides, validated once.
+
+Every field is described once (in ``Field(description=...)``); ``fedloom config --show`` prints the
+resolved tree. A key may be given as its dotted path (``federation.fraction``) or, when unique, as
+its leaf name (``fraction``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from fedloom.algorithms.base import LocalTrainingConfig
+from fedloom.algorithms.registry import METHODS
+from fedloom.backbone.loading import known_backbones
+from fedloom.backbone.lora import LoraSpec
+from fedloom.data.config import DataConfig
+from fedloom.data.registry import DATASETS
+from fedloom.errors import ConfigError
+from fedloom.runtime.simulation import FederationConfig
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class ModelConfig(_Strict):
+    """The frozen backbone's numerics."""
+
+    dtype: Literal["float32", "bfloat16"] = Field("float32", description="dtype of the frozen weights")
+    feature_batch_size: int = Field(16, ge=1, description="batch size of the one-off frozen-feature pass")
+
+
+class AdapterConfig(_Strict):
+    """LoRA placement and size."""
+
+    rank: int = Field(8, ge=1, description="LoRA rank r")
+    alpha: float = Field(16.0, gt=0, description="LoRA alpha (scaling alpha / r)")
+    dropout: float = Field(0.05, ge=0, lt=1, description="dropout on the LoRA input")
+    targets: list[str] = Field(["q_proj", "v_proj"], min_length=1, description="linear layer names to adapt")
+    layers: Literal["all"] | int | list[int] = Field(
+        2, description='"all", the number of top layers, or explicit layer indices'
+    )
+
+    def spec(self, num_layers: int) -> LoraSpec:
+        if self.layers == "all":
+            layers = None
+        elif isinstance(self.layers, int):
+            if not 1 <= self.layers <= num_layers:
+                raise ConfigError(f"adapter.layers={self.layers}: the backbone has {num_layers} layers")
+            layers = tuple(range(num_layers - self.layers, num_layers))
+        else:
+            layers = tuple(self.layers)
+        return LoraSpec(self.rank, self.alpha, self.dropout, tuple(self.targets), layers)
+
+
+class RunConfig(_Strict):
+    """One federated experiment."""
+
+    method: str = Field("fedavg", description="federated method (fedloom methods)")
+    dataset: str = Field("synthetic", description="dataset name")
+    backbone: str = Field("smollm2-135m", description="built-in name, HF model directory or .gguf file")
+    rounds: int = Field(10, ge=1, description="communication rounds")
+    seed: int = Field(0, description="training seed (data has its own seed)")
+    model: ModelConfig = ModelConfig()
+    adapter: AdapterConfig = AdapterConfig()
+    data: DataConfig = DataConfig()
+    train: LocalTrainingConfig = LocalTrainingConfig()
+    federation: FederationConfig = FederationConfig()
+
+    @field_validator("method")
+    @classmethod
+    def _known_method(cls, v: str) -> str:
+        if v not in METHODS:
+            raise ValueError(f"unknown method {v!r}; available: {', '.join(sorted(METHODS))}")
+        return v
+
+    @field_validator("dataset")
+    @classmethod
+    def _known_dataset(cls, v: str) -> str:
+        if v not in DATASETS:
+            raise ValueError(f"unknown dataset {v!r}; available: {', '.join(sorted(DATASETS))}")
+        return v
+
+    @field_validator("backbone")
+    @classmethod
+    def _known_backbone(cls, v: str) -> str:
+        path = Path(v).expanduser()
+        if v in known_backbones() or (path.is_dir() and (path / "config.json").is_file()) or path.suffix == ".gguf":
+            return v
+        raise ValueError(
+            f"unknown backbone {v!r}: not a built-in name ({', '.join(known_backbones())}) "
+            "and not a directory containing config.json"
+        )
+
+
+def load_config(
+    path: Path | str | None = None, flags: dict[str, Any] | None = None, overrides: list[str] | None = None
+) -> RunConfig:
+    """Resolve a config: file, then explicit CLI flags, then ``key=value`` overrides; validate once."""
+    raw: dict[str, Any] = _read_yaml(Path(path)) if path is not None else {}
+    for key, value in (flags or {}).items():
+        if value is not None:
+            raw[key] = value
+    for item in overrides or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} is not of the form key=value")
+        _assign(raw, _resolve_key(key.strip()), _parse_value(text))
+    try:
+        return RunConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc, path)) from None
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: malformed YAML{where}: {problem}") from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping of keys, got {type(data).__name__}")
+    return data
+
+
+def _parse_value(text: str) -> Any:
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def _leaf_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
+    out = []
+    for name, info in model.model_fields.items():
+        path = (*prefix, name)
+        out.append(path)
+        ann = info.annotation
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            out.extend(_leaf_paths(ann, path))
+    return out
+
+
+def _resolve_key(key: str) -> tuple[str, ...]:
+    """A dotted path that exists, or a unique field name anywhere in the tree."""
+    paths = _leaf_paths(RunConfig)
+    dotted = tuple(key.split("."))
+    if dotted in paths:
+        return dotted
+    matches = [p for p in paths if p[-len(dotted) :] == dotted]
+    if len(matches) == 1:
+        return matches[0]
+    if len(matches) > 1:
+        options = ", ".join(".".join(p) for p in matches)
+        raise ConfigError(f"config key {key!r} is ambiguous; use one of: {options}")
+    raise ConfigError(f"config key {key!r} does not exist; see `fedloom config --show` for every key")
+
+
+def _assign(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = raw
+    for part in path[:-1]:
+        child = node.get(part)
+        if not isinstance(child, dict):
+            child = node[part] = {}
+        node = child
+    node[path[-1]] = value
+
+
+def _describe(exc: ValidationError, path: Path | None) -> str:
+    source = f"{path}: " if path is not None else ""
+    problems = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            msg = "no such config key"
+        problems.append(f"{loc}: {msg}")
+    return f"{source}invalid config: " + "; ".join(problems)
+
+
+def dump_config(cfg: RunConfig) -> str:
+    return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,1 @@
+"""Metrics as small pure functions: per-period series first, summaries separately."""

@@ -1,0 +1,20 @@
+"""Client sampling per round, from an explicit seeded generator."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from fedloom.runtime.seeding import derive_seed
+
+
+def sample_clients(clients: Sequence[str], fraction: float, round: int, seed: int) -> list[str]:
+    """``max(1, round(fraction · K))`` distinct clients, in their original order, fixed by (seed, round)."""
+    k = min(len(clients), max(1, math.floor(fraction * len(clients) + 0.5)))
+    if k == len(clients):
+        return list(clients)
+    rng = np.random.default_rng(derive_seed(seed, "sample", round))
+    chosen = set(rng.choice(len(clients), size=k, replace=False).tolist())
+    return [c for i, c in enumerate(clients) if i in chosen]

@@ -1,0 +1,1 @@
+"""What a client computes on its data: task heads, losses, predictions, and the local learner."""

@@ -1,0 +1,150 @@
+"""The local learner: trains and evaluates one client's model on its own rows.
+
+A client model is a flat dict of named tensors: adapter tensors (bound to the shared frozen
+backbone, see `fedloom.backbone.lora`) and private head tensors (``head.*``). Algorithms decide
+which tensors train, with which learning rate and regularizer; the learner owns the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from fedloom.backbone.features import FrozenFeatures
+from fedloom.backbone.lora import Binding
+from fedloom.backbone.model import AdaptedLM
+from fedloom.data.schema import ClientData
+from fedloom.errors import ConfigError
+from fedloom.tasks.regression import RegressionTask
+
+HEAD_PREFIX = "head."
+Regularizer = Callable[[Mapping[str, Tensor]], Tensor]
+
+
+@dataclass(frozen=True)
+class ParamGroup:
+    """Tensors trained together with one learning rate and weight decay."""
+
+    keys: tuple[str, ...]
+    lr: float
+    weight_decay: float = 0.0
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Parameters after local training and what it cost."""
+
+    params: dict[str, Tensor]
+    loss: float
+    steps: int
+    samples: int
+
+
+class Learner:
+    """One client's view of the shared backbone and feature cache: its rows, its task, its batches."""
+
+    def __init__(
+        self,
+        lm: AdaptedLM,
+        features: FrozenFeatures,
+        targets: np.ndarray,
+        dates: np.ndarray,
+        data: ClientData,
+        batch_size: int,
+        eval_batch_size: int = 64,
+        grad_clip: float | None = None,
+    ) -> None:
+        self.lm = lm
+        self.features = features
+        self.targets = torch.as_tensor(targets, dtype=torch.float32)
+        self.dates = dates
+        self.data = data
+        self.task = RegressionTask.fitted(targets[data.train])
+        self.batch_size = batch_size
+        self.eval_batch_size = eval_batch_size
+        self.grad_clip = grad_clip
+
+    @property
+    def client_id(self) -> str:
+        return self.data.client_id
+
+    @property
+    def num_train(self) -> int:
+        return self.data.num_train
+
+    def init_head(self, generator: torch.Generator) -> dict[str, Tensor]:
+        return self.task.init_head(self.lm.hidden_size, generator)
+
+    def loss(self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False) -> Tensor:
+        """Task loss of ``params`` on the given rows (differentiable w.r.t. every tensor in ``params``)."""
+        prefix, mask = self.features.prefix_batch(self.lm, rows)
+        pooled = self.lm.pooled_from_prefix(prefix, mask, self._binding(params, train))
+        return self.task.loss(_head(params), pooled, self.targets[torch.as_tensor(rows)])
+
+    def fit(
+        self,
+        params: Mapping[str, Tensor],
+        groups: Sequence[ParamGroup],
+        steps: int,
+        generator: torch.Generator,
+        regularizer: Regularizer | None = None,
+    ) -> FitResult:
+        """``steps`` AdamW steps on mini-batches of the training rows; tensors outside ``groups`` stay fixed."""
+        trainable = {k for g in groups for k in g.keys}
+        unknown = trainable - params.keys()
+        if unknown:
+            raise ConfigError(f"client {self.client_id}: cannot train unknown tensors {sorted(unknown)[:3]}")
+        live = {k: v.detach().clone().requires_grad_(k in trainable) for k, v in params.items()}
+        optimizer = torch.optim.AdamW(
+            [{"params": [live[k] for k in g.keys], "lr": g.lr, "weight_decay": g.weight_decay} for g in groups]
+        )
+        losses, batches = [], self._batches(steps, generator)
+        for rows in batches:
+            loss = self.loss(live, rows, train=True)
+            total = loss if regularizer is None else loss + regularizer(live)
+            optimizer.zero_grad(set_to_none=True)
+            total.backward()
+            if self.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_([live[k] for k in trainable], self.grad_clip)
+            optimizer.step()
+            losses.append(float(loss.detach()))
+        out = {k: v.detach() for k, v in live.items()}
+        return FitResult(out, float(np.mean(losses)) if losses else float("nan"), len(batches), sum(map(len, batches)))
+
+    @torch.no_grad()
+    def predict(self, params: Mapping[str, Tensor], split: str) -> np.ndarray:
+        rows = self.data.split(split)
+        out = []
+        for start in range(0, len(rows), self.eval_batch_size):
+            batch = rows[start : start + self.eval_batch_size]
+            prefix, mask = self.features.prefix_batch(self.lm, batch)
+            pooled = self.lm.pooled_from_prefix(prefix, mask, self._binding(params, train=False))
+            out.append(self.task.predict(_head(params), pooled))
+        return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
+
+    def evaluate(self, params: Mapping[str, Tensor], split: str) -> dict[str, float]:
+        rows = self.data.split(split)
+        if len(rows) == 0:
+            return {}
+        return self.task.evaluate(self.predict(params, split), self.targets[rows].numpy(), self.dates[rows])
+
+    def _binding(self, params: Mapping[str, Tensor], train: bool) -> Binding:
+        return Binding({k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)}, train=train)
+
+    def _batches(self, steps: int, generator: torch.Generator) -> list[np.ndarray]:
+        """Mini-batches drawn epoch by epoch from a seeded permutation of the training rows."""
+        rows, out, order = self.data.train, [], np.zeros(0, dtype=np.int64)
+        while len(out) < steps:
+            if len(order) < min(self.batch_size, len(rows)):
+                order = rows[torch.randperm(len(rows), generator=generator).numpy()]
+            out.append(order[: self.batch_size])
+            order = order[self.batch_size :]
+        return out
+
+
+def _head(params: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    return {k: v for k, v in params.items() if k.startswith(HEAD_PREFIX)}

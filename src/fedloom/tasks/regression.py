@@ -1,0 +1,63 @@
+"""Return regression with a private linear head on the mean-pooled final hidden state (seed 000, eq. 5–7)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from fedloom.metrics.cross_section import daily_ic, daily_rank_ic
+from fedloom.metrics.regression import mean_absolute_error, mean_squared_error
+
+HEAD_WEIGHT, HEAD_BIAS = "head.weight", "head.bias"
+
+
+@dataclass(frozen=True)
+class RegressionTask:
+    """ŷ = wᵀh + b (eq. 6) on targets standardized with the client's own training mean and std.
+
+    The standardization is private to the client, like the head; predictions are reported in the
+    original units.
+    """
+
+    target_mean: float = 0.0
+    target_std: float = 1.0
+
+    @classmethod
+    def fitted(cls, train_targets: np.ndarray) -> RegressionTask:
+        std = float(np.std(train_targets))
+        return cls(float(np.mean(train_targets)), std if std > 0 else 1.0)
+
+    def init_head(self, hidden_size: int, generator: torch.Generator) -> dict[str, Tensor]:
+        """``nn.Linear``'s default init: U(−1/√H, 1/√H) for weight and bias."""
+        bound = 1.0 / hidden_size**0.5
+        return {
+            HEAD_WEIGHT: (torch.rand(1, hidden_size, generator=generator) * 2 - 1) * bound,
+            HEAD_BIAS: (torch.rand(1, generator=generator) * 2 - 1) * bound,
+        }
+
+    def scores(self, head: Mapping[str, Tensor], features: Tensor) -> Tensor:
+        """Standardized predictions [B] from pooled features [B, H] (eq. 6)."""
+        return features @ head[HEAD_WEIGHT].reshape(-1) + head[HEAD_BIAS].reshape(())
+
+    def loss(self, head: Mapping[str, Tensor], features: Tensor, targets: Tensor) -> Tensor:
+        """Eq. 7: mean of ½ (wᵀh + b − y)² over the batch, y standardized."""
+        y = (targets - self.target_mean) / self.target_std
+        return 0.5 * (self.scores(head, features) - y).pow(2).mean()
+
+    def predict(self, head: Mapping[str, Tensor], features: Tensor) -> Tensor:
+        return self.scores(head, features) * self.target_std + self.target_mean
+
+    def evaluate(self, predictions: np.ndarray, targets: np.ndarray, dates: np.ndarray) -> dict[str, float]:
+        """MSE and MAE in return units; mean daily IC and RankIC across the client's instruments."""
+        ic = daily_ic(predictions, targets, dates)
+        rank_ic = daily_rank_ic(predictions, targets, dates)
+        return {
+            "mse": mean_squared_error(targets, predictions),
+            "mae": mean_absolute_error(targets, predictions),
+            "ic": float(ic.mean()) if len(ic) else float("nan"),
+            "rank_ic": float(rank_ic.mean()) if len(rank_ic) else float("nan"),
+        }

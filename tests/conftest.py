@@ -1,0 +1,63 @@
+"""Shared fixtures: a fresh tiny random Llama per test (the adapter bank wraps modules in place),
+and a small run config on the synthetic market."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from fedloom.backbone import AdaptedLM, Backbone, LoraSpec, load_backbone
+from fedloom.experiments.config import RunConfig, load_config
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+@pytest.fixture(autouse=True)
+def _deterministic_torch():
+    torch.manual_seed(0)
+    yield
+
+
+@pytest.fixture
+def tiny_backbone() -> Backbone:
+    return load_backbone("tiny-random-llama")
+
+
+@pytest.fixture
+def tiny_lm(tiny_backbone: Backbone) -> AdaptedLM:
+    """Adapters on the top two of four layers, so the prefix cache has two frozen layers below."""
+    return AdaptedLM(tiny_backbone, LoraSpec(rank=4, alpha=8, layers=(2, 3)))
+
+
+def small_config(**overrides: object) -> RunConfig:
+    """A few-second experiment: tiny model, 3 sectors x 3 stocks x 15 days, 2 rounds of 2 steps."""
+    sets = [
+        "backbone=tiny-random-llama",
+        "rounds=2",
+        "train.steps=2",
+        "train.batch_size=4",
+        "data.synthetic.sectors=3",
+        "data.synthetic.stocks_per_sector=3",
+        "data.synthetic.days=15",
+        "data.feature_cache=false",
+        "adapter.layers=2",
+        "adapter.rank=4",
+        "adapter.alpha=8",
+    ]
+    sets += [f"{k}={v}" for k, v in overrides.items()]
+    return load_config(None, None, sets)
+
+
+@pytest.fixture
+def fedloom_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty $FEDLOOM_CACHE for tests of caching itself (models already converted stay where they are)."""
+    path = tmp_path / "cache"
+    monkeypatch.setenv("FEDLOOM_CACHE", str(path))
+    return path
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"FEDLOOM_CACHE={os.environ.get('FEDLOOM_CACHE', '~/.cache/fedloom')}; shared data: {SHARED_DATA.is_dir()}"

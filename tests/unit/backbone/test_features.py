@@ -1,0 +1,98 @@
+"""The frozen-prefix and frozen-embedding caches are exact (fp32, with padding)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from fedloom.backbone.features import Ragged, cached_features, compute_features
+from fedloom.backbone.lora import Binding
+
+TEXTS = [
+    "Nimbus Systems beats quarterly earnings estimates.",
+    "Oil",
+    "The central bank raises interest rates. Harbor Bancorp upgraded on strong demand, shares rally.",
+    "No news for Curex.",
+    "Analysts downgrade Pixelar to sell.",
+]
+
+
+def _tokens(backbone) -> Ragged:
+    return Ragged.from_rows([backbone.tokenizer(t)["input_ids"] for t in TEXTS], torch.int64)
+
+
+def _random_adapter(lm, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return {k: torch.randn(v.shape, generator=g) * 0.2 for k, v in lm.layout.init_slot(g).items()}
+
+
+def test_ragged_pad_right_pads_with_mask():
+    r = Ragged.from_rows([[1, 2, 3], [4]], torch.int64)
+    ids, mask = r.pad([1, 0], pad_value=0)
+    assert ids.tolist() == [[4, 0, 0], [1, 2, 3]]
+    assert mask.tolist() == [[1, 0, 0], [1, 1, 1]]
+
+
+def test_cached_prefix_matches_the_full_forward_with_padding(tiny_lm):
+    tokens = _tokens(tiny_lm.backbone)
+    feats = compute_features(tiny_lm, tokens, batch_size=2)
+    assert feats.prefix is not None and len(feats.prefix) == len(TEXTS)
+    binding = Binding(_random_adapter(tiny_lm))
+    rows = np.arange(len(TEXTS))
+    prefix, mask = feats.prefix_batch(tiny_lm, rows)
+    cached = tiny_lm.pooled_from_prefix(prefix, mask, binding)
+    ids, mask_full = tokens.pad(rows, pad_value=tiny_lm.backbone.tokenizer.pad_token_id)
+    full = tiny_lm.pooled(ids, mask_full, binding)
+    assert (cached - full).abs().max().item() <= 1e-5
+    for i in rows:  # each against its own unpadded forward
+        one = tiny_lm.pooled(*tokens.pad([i]), binding)
+        assert (cached[i] - one[0]).abs().max().item() <= 1e-5
+
+
+def test_frozen_embedding_matches_an_adapter_free_forward(tiny_lm):
+    tokens = _tokens(tiny_lm.backbone)
+    feats = compute_features(tiny_lm, tokens, with_embedding=True, batch_size=3)
+    ids, mask = tokens.pad(np.arange(len(TEXTS)), pad_value=0)
+    assert (feats.embedding - tiny_lm.pooled(ids, mask, None)).abs().max().item() <= 1e-5
+
+
+def test_disk_cache_round_trip_is_exact_and_memory_mapped(tiny_lm, tmp_path):
+    tokens = _tokens(tiny_lm.backbone)
+    first = cached_features(tiny_lm, tokens, tmp_path, with_embedding=True)
+    assert len(list(tmp_path.iterdir())) == 1
+    second = cached_features(tiny_lm, tokens, tmp_path, with_embedding=True)
+    assert isinstance(second.prefix.values, np.memmap)
+    reference = compute_features(tiny_lm, tokens, with_embedding=True)
+    np.testing.assert_array_equal(np.asarray(second.prefix.values), reference.prefix.values)
+    torch.testing.assert_close(second.embedding, reference.embedding)
+    assert np.array_equal(first.prefix.offsets, second.prefix.offsets)
+
+
+def test_cache_key_changes_with_tokens(tiny_lm, tmp_path):
+    tokens = _tokens(tiny_lm.backbone)
+    cached_features(tiny_lm, tokens, tmp_path)
+    other = Ragged.from_rows([tiny_lm.backbone.tokenizer("different")["input_ids"]], torch.int64)
+    cached_features(tiny_lm, other, tmp_path)
+    assert len(list(tmp_path.iterdir())) == 2
+
+
+def test_bfloat16_prefix_round_trips(tiny_backbone, tmp_path):
+    from fedloom.backbone import AdaptedLM, LoraSpec
+
+    tiny_backbone.model.to(torch.bfloat16)
+    lm = AdaptedLM(tiny_backbone, LoraSpec(layers=(3,)))
+    tokens = _tokens(tiny_backbone)
+    loaded = cached_features(lm, tokens, tmp_path)
+    reference = compute_features(lm, tokens)
+    assert loaded.prefix.dtype == torch.bfloat16
+    assert torch.equal(loaded.prefix.row(2), reference.prefix.row(2))
+
+
+def test_heads_never_run_the_vocabulary_projection(tiny_lm):
+    calls = []
+    tiny_lm.model.lm_head.register_forward_hook(lambda *a: calls.append(1))
+    tokens = _tokens(tiny_lm.backbone)
+    feats = compute_features(tiny_lm, tokens, with_embedding=True)
+    prefix, mask = feats.prefix_batch(tiny_lm, [0, 1])
+    tiny_lm.pooled_from_prefix(prefix, mask, Binding(_random_adapter(tiny_lm)))
+    assert calls == []

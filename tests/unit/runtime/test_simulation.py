@@ -1,0 +1,95 @@
+"""The in-process runtime: rounds, sampling, wire accounting, failures, evaluation."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedloom.algorithms.fedavg import FedAvg
+from fedloom.experiments.runner import prepare_workspace
+from fedloom.runtime.communication import record_bytes
+from fedloom.runtime.simulation import FederationConfig, InProcessRuntime
+from tests.conftest import small_config
+
+
+@pytest.fixture(scope="module")
+def workspace():
+    return prepare_workspace(small_config())
+
+
+class Recording(FedAvg):
+    """FedAvg that keeps what the server received, to check the runtime against it."""
+
+    def __init__(self, local):
+        super().__init__(local)
+        self.received = []
+
+    def aggregate(self, server, uploads, round):
+        self.received.append(uploads)
+        return super().aggregate(server, uploads, round)
+
+
+def test_bytes_match_payload_sizes_and_server_gets_wire_rounded_uploads(workspace):
+    algo = Recording(small_config().train)
+    rt = InProcessRuntime(algo, workspace.learners, FederationConfig(), seed=0)
+    result = rt.run(workspace.shared_init, rounds=1)
+    rec = result.history[0]
+    adapter_bytes = sum(v.numel() for v in workspace.shared_init.values()) * 2
+    assert rec.download_bytes == {c: adapter_bytes for c in workspace.learners}
+    assert rec.upload_bytes == {c: adapter_bytes + 8 for c in workspace.learners}  # + num_examples
+    assert rec.bytes_by_group["upload"]["scalars"] == 8 * len(workspace.learners)
+    for up in algo.received[0].values():
+        for v in up.tensors.values():
+            assert torch.equal(v, v.to(torch.bfloat16).float())
+    assert record_bytes(next(iter(algo.received[0].values())), torch.bfloat16) == adapter_bytes + 8
+
+
+def test_same_seed_same_result_different_seed_different(workspace):
+    cfg = FederationConfig(eval_every=10)
+    runs = [InProcessRuntime(FedAvg(small_config().train), workspace.learners, cfg, seed=s) for s in (0, 0, 1)]
+    out = [r.run(workspace.shared_init, rounds=2).server.tensors for r in runs]
+    assert all(torch.equal(out[0][k], out[1][k]) for k in out[0])
+    assert any(not torch.equal(out[0][k], out[2][k]) for k in out[0])
+
+
+def test_fraction_samples_clients_and_unsampled_clients_keep_their_state(workspace):
+    rt = InProcessRuntime(FedAvg(small_config().train), workspace.learners, FederationConfig(fraction=0.34), seed=0)
+    server, states = rt.initial_states(workspace.shared_init)
+    before = {c: dict(s.tensors) for c, s in states.items()}
+    _, rec = rt.run_round(1, server, states)
+    assert len(rec.selected) == 1
+    for c in workspace.learners:
+        same = all(torch.equal(before[c][k], states[c].tensors[k]) for k in before[c])
+        assert same == (c not in rec.selected)
+
+
+class Flaky(FedAvg):
+    def local_update(self, download, state, ctx):
+        if ctx.learner.client_id == "energy":
+            raise RuntimeError("disk full")
+        return super().local_update(download, state, ctx)
+
+
+def test_a_failing_client_is_recorded_and_left_out(workspace):
+    rt = InProcessRuntime(Flaky(small_config().train), workspace.learners, FederationConfig(), seed=0)
+    server, states = rt.initial_states(workspace.shared_init)
+    new, rec = rt.run_round(1, server, states)
+    assert rec.failures == {"energy": "RuntimeError: disk full"}
+    assert "energy" not in rec.upload_bytes and rec.aggregated
+    assert any(not torch.equal(new.tensors[k], server.tensors[k]) for k in server.tensors)
+
+
+def test_too_few_successes_skip_aggregation(workspace):
+    rt = InProcessRuntime(Flaky(small_config().train), workspace.learners, FederationConfig(min_clients=3), seed=0)
+    server, states = rt.initial_states(workspace.shared_init)
+    new, rec = rt.run_round(1, server, states)
+    assert not rec.aggregated and new is server
+
+
+def test_evaluation_schedule_and_summaries(workspace):
+    rt = InProcessRuntime(FedAvg(small_config().train), workspace.learners, FederationConfig(eval_every=2), seed=0)
+    hist = rt.run(workspace.shared_init, rounds=3).history
+    assert [r.evaluation is not None for r in hist] == [False, True, True]
+    s = hist[-1].summary
+    assert {"test/ic/macro", "test/mse/weighted", "val/rank_ic/worst25"} <= set(s)
+    assert set(hist[-1].evaluation["test"]) == set(workspace.learners)

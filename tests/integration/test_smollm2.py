@@ -47,3 +47,10 @@ def test_top_two_layers_with_prefix_cache_match_full_forward():
         cached = lm.pooled_from_prefix(prefix, batch["attention_mask"], Binding(params))
         full = lm.pooled(batch["input_ids"], batch["attention_mask"], Binding(params))
     assert (cached - full).abs().max().item() <= 1e-5
+
+
+def test_all_layer_adapter_has_the_seed_dimension():
+    """Seed 000 quotes d = 460,800 for LoRA r=8 on q_proj and v_proj of every SmolLM2 layer."""
+    lm = AdaptedLM(load_backbone("smollm2-135m"), LoraSpec(rank=8))
+    assert lm.start_layer == 0 and len(lm.layout.modules) == 60
+    assert lm.layout.slot().numel == 460_800

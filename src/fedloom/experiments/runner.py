@@ -47,8 +47,10 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
     progress = progress or SilentProgress()
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
+    done = progress.task(f"loading {cfg.backbone} (the first use of a GGUF model converts it once)", 1)
     backbone = load_backbone(cfg.backbone, cfg.model.dtype)
     lm = AdaptedLM(backbone, cfg.adapter.spec(backbone.num_layers))
+    done(1)
     seconds["backbone"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

@@ -192,3 +192,15 @@ def test_init_slot_matches_peft_defaults(tiny_backbone):
         assert A.abs().max() <= 1 / m.d_in**0.5
     again = layout.init_slot(torch.Generator().manual_seed(0))
     assert all(torch.equal(params[k], again[k]) for k in params)
+
+
+def test_slot_layout_is_the_flat_adapter_vector(tiny_backbone):
+    layout = AdapterBank(tiny_backbone.model, LoraSpec(rank=4, layers=(2, 3))).layout
+    params = layout.init_slot(torch.Generator().manual_seed(0), slot="e1")
+    flat = layout.slot("e1").flatten(params)
+    # q_proj 64→64 and v_proj 64→32 in two layers: Σ r (d_in + d_out)
+    assert flat.numel() == 2 * 4 * ((64 + 64) + (64 + 32))
+    back = layout.slot("e1").unflatten(flat)
+    assert list(back) == [k for k, _ in layout.slot("e1").entries]
+    assert all(torch.equal(back[k], params[k]) for k in params)
+    assert all(".e1." in k for k in back)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 from contextlib import contextmanager
 from pathlib import Path
@@ -67,7 +68,7 @@ def _print_table(header: list[str], rows: list[list[str]], title: str) -> None:
         table.add_column(h)
     for r in rows:
         table.add_row(*(c.replace("**", "") for c in r))
-    Console().print(table)
+    Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
 @app.command()
@@ -79,19 +80,30 @@ def run(
     rounds: RoundsOpt = None,
     seed: SeedOpt = None,
     out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/latest"),
+    resume: Annotated[
+        Path | None, typer.Option(help="continue the run in this directory from its newest checkpoint")
+    ] = None,
     set_: SetOpt = None,
 ) -> None:
     """Run one federated experiment and write its run directory."""
+    from fedloom.errors import ConfigError
     from fedloom.experiments.config import load_config
     from fedloom.experiments.report import client_table
     from fedloom.experiments.runner import prepare_workspace, run_method
 
     flags = {"method": method, "dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
+    if resume is not None:
+        if config is not None:
+            raise ConfigError("--resume reads RUN_DIR/config.yaml; use --set to change a key (e.g. rounds)")
+        config, out = resume / "config.yaml", resume
+        if not config.is_file():
+            raise ConfigError(f"--resume {resume}: no config.yaml there; is it a fedloom run directory?")
     cfg = load_config(config, flags, set_)
     with _progress() as progress:
         ws = prepare_workspace(cfg, progress)
-        summary = run_method(cfg, ws, out, progress)
-    _print_table(*client_table(summary), title=f"{cfg.method} on {cfg.dataset} — test, last round")
+        summary = run_method(cfg, ws, out, progress, resume=resume is not None)
+    best = summary["selection"]["best_round"]
+    _print_table(*client_table(summary), title=f"{cfg.method} on {cfg.dataset} — test, round {best} (best on val)")
     console.print(f"run directory: {out}")
 
 
@@ -122,7 +134,7 @@ def compare(
             summaries.append(run_method(cfg, ws, out / cfg.method, progress))
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "report.md", comparison_report(summaries))
-    _print_table(*method_table(summaries), title=f"{configs[0].dataset}: test metrics after the last round")
+    _print_table(*method_table(summaries), title=f"{configs[0].dataset}: test metrics at the best validation round")
     console.print(f"reports: {out / 'report.md'} and one run directory per method under {out}")
 
 
@@ -145,6 +157,7 @@ def show_config(config: ConfigOpt = None, set_: SetOpt = None) -> None:
 
 
 def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
         app(standalone_mode=False)
     except FedloomError as exc:

@@ -46,13 +46,16 @@ def test_run_writes_a_complete_run_directory(tmp_path: Path):
     assert [r["round"] for r in rounds] == [1, 2]
     assert all(sum(r["download_bytes"].values()) > 0 and sum(r["upload_bytes"].values()) > 0 for r in rounds)
     assert all(r["train"] and all("train_loss" in m for m in r["train"].values()) for r in rounds)
-    assert rounds[-1]["evaluation"]["test"].keys() == {"energy", "financials", "technology"}
+    assert rounds[-1]["evaluation"]["personal"]["test"].keys() == {"energy", "financials", "technology"}
 
     summary = json.loads((out / "summary.json").read_text())
     assert {"method", "dataset", "rounds", "metrics", "per_client", "communication", "wall_seconds"} <= set(summary)
     assert summary["communication"]["upload_bytes"] == sum(sum(r["upload_bytes"].values()) for r in rounds)
     assert set(summary["per_client"]) == {"energy", "financials", "technology"}
-    assert "test/ic/macro" in summary["metrics"]
+    assert "personal/test/ic/macro" in summary["metrics"]
+    assert summary["selection"]["metric"] == "personal/val/ic/macro" and summary["selection"]["best_round"] in (1, 2)
+    assert summary["communication"]["by_group"]["upload"].keys() == {"A", "B", "scalars"}
+    assert (out / "checkpoints" / "LATEST").read_text() == "round-00002"
 
     report = (out / "report.md").read_text()
     assert "SYNTHETIC" in report and "| technology |" in report

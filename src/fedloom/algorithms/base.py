@@ -22,7 +22,8 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
-from fedloom.tasks.learner import HEAD_PREFIX, Learner, ParamGroup
+from fedloom.backbone.layout import TensorLayout
+from fedloom.tasks.learner import HEAD_PREFIX, SINGLE, Learner, Mixture, ParamGroup
 
 Scalar = int | float | str | bool
 NUM_EXAMPLES = "num_examples"
@@ -50,12 +51,28 @@ class LocalTrainingConfig(BaseModel):
 
 
 @dataclass(frozen=True)
+class UploadSpec:
+    """What a well-formed upload contains: exactly these tensors, and these scalars."""
+
+    tensors: TensorLayout
+    scalars: tuple[str, ...] = (NUM_EXAMPLES,)
+
+
+@dataclass(frozen=True)
 class ClientUpdate:
     """Result of one client's local work: what it sends, what it keeps, and telemetry for the run log."""
 
     upload: Record
     state: Record
     metrics: Mapping[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClientModel:
+    """A model to evaluate: adapter + head tensors, and how adapter slots are mixed."""
+
+    params: Mapping[str, Tensor]
+    mixture: Mixture = SINGLE
 
 
 @dataclass(frozen=True)
@@ -77,8 +94,9 @@ class Algorithm(ABC):
 
     # server half
     @abstractmethod
-    def init_server(self, shared_init: Mapping[str, Tensor]) -> Record:
-        """Initial server state from the adapter initialization every party derives from the run seed."""
+    def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
+        """Initial server state, from the adapter initialization every party derives from the run seed
+        and the ids of all clients of the federation."""
 
     @abstractmethod
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
@@ -87,6 +105,10 @@ class Algorithm(ABC):
     @abstractmethod
     def aggregate(self, server: Record, uploads: Mapping[str, Record], round: int) -> Record:
         """New server state from the uploads of the clients that succeeded this round."""
+
+    def upload_spec(self, download: Record, client: str) -> UploadSpec:
+        """The upload the server accepts from ``client``; by default the downloaded tensors + sample count."""
+        return UploadSpec(TensorLayout.of(download.tensors))
 
     # client half
     @abstractmethod
@@ -98,8 +120,16 @@ class Algorithm(ABC):
         """Local work of one client: its upload and its new private state."""
 
     @abstractmethod
-    def client_model(self, download: Record, state: Record) -> dict[str, Tensor]:
-        """The client's personalized model (adapter and head tensors) for evaluation."""
+    def client_model(self, download: Record, state: Record) -> ClientModel:
+        """The client's personalized model for evaluation."""
+
+    def global_model(self, server: Record, state: Record) -> ClientModel | None:
+        """The shared model with the client's private head, when it differs from the personalized one.
+
+        None (the default) means the method has no global model, or that it equals the personalized
+        model (FedAvg with private heads), so global evaluation would repeat personalized evaluation.
+        """
+        return None
 
     # helpers shared by subclasses
     def param_groups(self, keys: Sequence[str]) -> list[ParamGroup]:

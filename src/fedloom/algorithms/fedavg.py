@@ -1,46 +1,151 @@
-"""FedAvg on LoRA with private heads (McMahan et al. 2017; algorithms.md §1.2).
+"""The FedAvg family on LoRA with private heads: one mechanism, switched per published method.
 
-Clients start each round from the global adapter, train adapter and head, and upload the adapter;
-the server takes the sample-weighted mean ``θ ← Σ_k n_k / Σ_j n_j · θ_k``. Heads never leave the
-client. On LoRA factors this is also FedIT's rule.
+Every method here trains locally from the downloaded shared tensors plus the client's private ones,
+uploads the shared tensors, and the server takes their sample-weighted mean (algorithms.md §1.2):
+
+    θ̄ = Σ_k n_k / Σ_j n_j · θ_k
+
+| method     | switch                                       | rule (algorithms.md)                         |
+|------------|----------------------------------------------|----------------------------------------------|
+| fedavg     | —                                            | §1.2 weighted mean; heads private            |
+| fedit      | —                                            | §2.1 FedAvg of LoRA factors (the same rule)  |
+| fedprox    | ``prox_mu`` = μ                              | §1.4 local loss + μ/2 ‖θ − θᵗ‖² on shared θ  |
+| fedavgm    | ``server_momentum`` = β, ``server_lr`` = η_g | §1.3 v ← βv + (θ − θ̄); θ ← θ − η_g v       |
+| ffa-lora   | ``shared="B"``, ``frozen="A"``               | §2.2 A fixed at the shared init, B averaged  |
+| fedsa-lora | ``shared="A"``                               | §2.5 A averaged, B and head stay local       |
+| fedper     | ``personal_layers`` = K_P                    | §1.6 LoRA of the top K_P layers stays local  |
+
+Heads never leave the client in any of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import Tensor
 
 from fedloom.algorithms.aggregation import weighted_average
-from fedloom.algorithms.base import NUM_EXAMPLES, Algorithm, ClientUpdate, LocalContext, Record
-from fedloom.tasks.learner import Learner
+from fedloom.algorithms.base import (
+    NUM_EXAMPLES,
+    Algorithm,
+    ClientModel,
+    ClientUpdate,
+    LocalContext,
+    LocalTrainingConfig,
+    Record,
+)
+from fedloom.tasks.learner import HEAD_PREFIX, Learner
+
+MOMENTUM = "momentum."
+
+
+@dataclass(frozen=True)
+class Sharing:
+    """Which adapter tensors are federated, frozen, or kept local."""
+
+    shared: Literal["all", "A", "B"] = "all"
+    frozen: Literal["none", "A"] = "none"
+    personal_layers: int = 0
+
+    def is_shared(self, key: str, top_layers: set[int]) -> bool:
+        if key.startswith(HEAD_PREFIX):
+            return False
+        if self.personal_layers and _layer_of(key) in top_layers:
+            return False
+        return self.shared == "all" or f".lora_{self.shared}." in key
+
+    def is_frozen(self, key: str) -> bool:
+        return self.frozen == "A" and ".lora_A." in key
 
 
 class FedAvg(Algorithm):
     name = "fedavg"
 
-    def init_server(self, shared_init: Mapping[str, Tensor]) -> Record:
-        return Record(dict(shared_init))
+    def __init__(
+        self,
+        local: LocalTrainingConfig,
+        sharing: Sharing = Sharing(),
+        prox_mu: float = 0.0,
+        server_momentum: float = 0.0,
+        server_lr: float = 1.0,
+        nesterov: bool = False,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(local)
+        self.sharing = sharing
+        self.prox_mu = prox_mu
+        self.server_momentum = server_momentum
+        self.server_lr = server_lr
+        self.nesterov = nesterov
+        if name is not None:
+            self.name = name
+
+    # which tensors are shared
+    def _split(self, tensors: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
+        top: set[int] = set()
+        if self.sharing.personal_layers:
+            layers = sorted({_layer_of(k) for k in tensors if not k.startswith(HEAD_PREFIX)})
+            top = set(layers[len(layers) - self.sharing.personal_layers :])
+        shared = {k: v for k, v in tensors.items() if self.sharing.is_shared(k, top)}
+        return shared, {k: v for k, v in tensors.items() if k not in shared}
+
+    # server half
+    def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
+        shared, _ = self._split(shared_init)
+        momentum = {MOMENTUM + k: torch.zeros_like(v) for k, v in shared.items()} if self.server_momentum else {}
+        return Record({**shared, **momentum})
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
-        return {c: Record(server.tensors) for c in clients}
+        shared = {k: v for k, v in server.tensors.items() if not k.startswith(MOMENTUM)}
+        return {c: Record(shared) for c in clients}
 
     def aggregate(self, server: Record, uploads: Mapping[str, Record], round: int) -> Record:
+        if not uploads:
+            return server
         ups = list(uploads.values())
-        return Record(weighted_average([u.tensors for u in ups], [float(u.scalars[NUM_EXAMPLES]) for u in ups]))
+        mean = weighted_average([u.tensors for u in ups], [float(u.scalars[NUM_EXAMPLES]) for u in ups])
+        if not self.server_momentum and self.server_lr == 1.0:
+            return Record({**server.tensors, **mean})
+        out = dict(server.tensors)
+        for key, avg in mean.items():  # §1.3: pseudo-gradient Δ = θ − θ̄, heavy-ball on the server
+            delta = server.tensors[key] - avg
+            velocity = self.server_momentum * server.tensors.get(MOMENTUM + key, 0.0) + delta
+            step = delta + self.server_momentum * velocity if self.nesterov else velocity
+            out[key] = server.tensors[key] - self.server_lr * step
+            if self.server_momentum:
+                out[MOMENTUM + key] = velocity
+        return Record(out)
 
+    # client half
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:
-        return Record(learner.init_head(generator))
+        _, private = self._split(shared_init)
+        return Record({**private, **learner.init_head(generator)})
 
     def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
-        params = self.client_model(download, state)
-        fit = ctx.learner.fit(params, self.param_groups(list(params)), self.local.steps, ctx.generator)
+        params = self.client_model(download, state).params
+        trainable = [k for k in params if not self.sharing.is_frozen(k)]
+        anchor = dict(download.tensors)
+        regularizer = None
+        if self.prox_mu:  # §1.4: μ/2 Σ ‖θ − θᵗ‖² over the shared tensors, on live parameters
+
+            def regularizer(p: Mapping[str, Tensor]) -> Tensor:
+                return 0.5 * self.prox_mu * sum((p[k] - anchor[k]).pow(2).sum() for k in anchor)
+
+        fit = ctx.learner.fit(params, self.param_groups(trainable), self.local.steps, ctx.generator, regularizer)
         return ClientUpdate(
             upload=Record({k: fit.params[k] for k in download.tensors}, {NUM_EXAMPLES: ctx.learner.num_train}),
             state=Record({k: fit.params[k] for k in state.tensors}),
             metrics={"train_loss": fit.loss},
         )
 
-    def client_model(self, download: Record, state: Record) -> dict[str, Tensor]:
-        return {**download.tensors, **state.tensors}
+    def client_model(self, download: Record, state: Record) -> ClientModel:
+        return ClientModel({**download.tensors, **state.tensors})
+
+
+def _layer_of(key: str) -> int:
+    """Decoder layer index of an adapter key ``model.layers.{i}....``."""
+    parts = key.split(".")
+    return int(parts[parts.index("layers") + 1])

@@ -8,14 +8,15 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor
 
-from fedloom.algorithms.base import Algorithm, ClientUpdate, LocalContext, Record
+from fedloom.algorithms.base import Algorithm, ClientModel, ClientUpdate, LocalContext, Record, UploadSpec
+from fedloom.backbone.layout import TensorLayout
 from fedloom.tasks.learner import Learner
 
 
 class LocalOnly(Algorithm):
     name = "local"
 
-    def init_server(self, shared_init: Mapping[str, Tensor]) -> Record:
+    def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
         return Record()
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
@@ -24,6 +25,9 @@ class LocalOnly(Algorithm):
     def aggregate(self, server: Record, uploads: Mapping[str, Record], round: int) -> Record:
         return server
 
+    def upload_spec(self, download: Record, client: str) -> UploadSpec:
+        return UploadSpec(TensorLayout(()), scalars=())
+
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:
         return Record({**shared_init, **learner.init_head(generator)})
 
@@ -31,5 +35,5 @@ class LocalOnly(Algorithm):
         fit = ctx.learner.fit(state.tensors, self.param_groups(list(state.tensors)), self.local.steps, ctx.generator)
         return ClientUpdate(upload=Record(), state=Record(fit.params), metrics={"train_loss": fit.loss})
 
-    def client_model(self, download: Record, state: Record) -> dict[str, Tensor]:
-        return dict(state.tensors)
+    def client_model(self, download: Record, state: Record) -> ClientModel:
+        return ClientModel(dict(state.tensors))

@@ -1,16 +1,129 @@
-"""Method names → algorithm classes. Adding a method: one module, one line here, one contract-test row."""
+"""Method names → algorithm objects, and the typed hyperparameters of every method.
+
+Adding a method: one module, one options class here (if it has hyperparameters), one line in
+``METHODS``, one row in the contract tests.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pydantic import BaseModel, ConfigDict, Field
+
 from fedloom.algorithms.base import Algorithm, LocalTrainingConfig
-from fedloom.algorithms.fedavg import FedAvg
+from fedloom.algorithms.ditto import Ditto
+from fedloom.algorithms.fdlora import FDLoRA
+from fedloom.algorithms.fedavg import FedAvg, Sharing
+from fedloom.algorithms.feddpa import FedDPA
+from fedloom.algorithms.fedex import FedExLoRA
+from fedloom.algorithms.fedrep import FedRep
+from fedloom.algorithms.flexlora import FlexLoRA
+from fedloom.algorithms.flora import FLoRA
 from fedloom.algorithms.local import LocalOnly
+from fedloom.algorithms.scaffold import Scaffold
 from fedloom.errors import ConfigError
 
-METHODS: dict[str, type[Algorithm]] = {cls.name: cls for cls in (LocalOnly, FedAvg)}
+
+class _Options(BaseModel):
+    model_config = ConfigDict(extra="forbid")
 
 
-def build_algorithm(name: str, local: LocalTrainingConfig) -> Algorithm:
+class FedProxOptions(_Options):
+    mu: float = Field(0.01, ge=0, description="FedProx proximal weight μ")
+
+
+class FedAvgMOptions(_Options):
+    momentum: float = Field(0.9, ge=0, lt=1, description="FedAvgM server momentum β")
+    server_lr: float = Field(1.0, gt=0, description="FedAvgM server learning rate η_g")
+
+
+class ScaffoldOptions(_Options):
+    server_lr: float = Field(1.0, gt=0, description="SCAFFOLD global step size η_g")
+
+
+class FedPerOptions(_Options):
+    personal_layers: int = Field(1, ge=1, description="FedPer: LoRA of the top K_P adapted layers stays local")
+
+
+class FedRepOptions(_Options):
+    head_fraction: float = Field(0.5, gt=0, lt=1, description="FedRep: share of the step budget for the head phase")
+
+
+class DittoOptions(_Options):
+    lam: float = Field(0.1, ge=0, description="Ditto: pull λ of the personal adapter toward the global one")
+    personal_steps: int | None = Field(None, ge=1, description="Ditto: personal steps per round (None: train.steps)")
+
+
+class RankOptions(_Options):
+    ranks: list[int] | None = Field(None, description="heterogeneous client ranks, cycled over sorted client ids")
+
+
+class FedDPAOptions(_Options):
+    local_weight: float = Field(0.5, ge=0, le=1, description="FedDPA: weight a of the local adapter in training")
+    max_weight: float = Field(0.5, ge=0, le=1, description="FedDPA: w_max of the test-time weight λ(x)")
+    instances: int = Field(5, ge=1, description="FedDPA: local training instances behind λ(x)")
+    personal_steps: int | None = Field(None, ge=1, description="FedDPA: local-adapter steps (None: train.steps)")
+    uniform: bool = Field(True, description="FedDPA: uniform server average (as its code) instead of by n_k")
+
+
+class FDLoRAOptions(_Options):
+    outer_lr: float = Field(0.7, gt=0, description="FDLoRA: Nesterov outer learning rate")
+    outer_momentum: float = Field(0.9, ge=0, lt=1, description="FDLoRA: Nesterov outer momentum")
+    personal_steps: int | None = Field(None, ge=1, description="FDLoRA: personal steps (None: train.steps)")
+    fusion_samples: int = Field(32, ge=1, description="FDLoRA: local samples scoring AdaFusion")
+    fusion_evals: int = Field(20, ge=3, description="FDLoRA: Nelder-Mead loss evaluations")
+    l1: float = Field(0.05, ge=0, description="FDLoRA: L1 penalty on the fusion weights")
+
+
+class MethodOptions(_Options):
+    """Hyperparameters of the methods that have any (section = method name)."""
+
+    fedprox: FedProxOptions = FedProxOptions()
+    fedavgm: FedAvgMOptions = FedAvgMOptions()
+    scaffold: ScaffoldOptions = ScaffoldOptions()
+    fedper: FedPerOptions = FedPerOptions()
+    fedrep: FedRepOptions = FedRepOptions()
+    ditto: DittoOptions = DittoOptions()
+    flora: RankOptions = RankOptions()
+    flexlora: RankOptions = RankOptions()
+    feddpa: FedDPAOptions = FedDPAOptions()
+    fdlora: FDLoRAOptions = FDLoRAOptions()
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """What building a method may read: local budget, LoRA rank and alpha, and method options."""
+
+    local: LocalTrainingConfig
+    rank: int
+    alpha: float
+    options: MethodOptions
+
+
+METHODS: dict[str, Callable[[BuildContext], Algorithm]] = {
+    "local": lambda b: LocalOnly(b.local),
+    "fedavg": lambda b: FedAvg(b.local),
+    "fedavgm": lambda b: FedAvg(
+        b.local, server_momentum=b.options.fedavgm.momentum, server_lr=b.options.fedavgm.server_lr, name="fedavgm"
+    ),
+    "fedprox": lambda b: FedAvg(b.local, prox_mu=b.options.fedprox.mu, name="fedprox"),
+    "scaffold": lambda b: Scaffold(b.local, server_lr=b.options.scaffold.server_lr),
+    "fedper": lambda b: FedAvg(b.local, Sharing(personal_layers=b.options.fedper.personal_layers), name="fedper"),
+    "fedrep": lambda b: FedRep(b.local, head_fraction=b.options.fedrep.head_fraction),
+    "ditto": lambda b: Ditto(b.local, lam=b.options.ditto.lam, personal_steps=b.options.ditto.personal_steps),
+    "fedit": lambda b: FedAvg(b.local, name="fedit"),
+    "ffa-lora": lambda b: FedAvg(b.local, Sharing(shared="B", frozen="A"), name="ffa-lora"),
+    "fedsa-lora": lambda b: FedAvg(b.local, Sharing(shared="A"), name="fedsa-lora"),
+    "fedex-lora": lambda b: FedExLoRA(b.local, alpha=b.alpha),
+    "flora": lambda b: FLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flora.ranks),
+    "flexlora": lambda b: FlexLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flexlora.ranks),
+    "feddpa": lambda b: FedDPA(b.local, **b.options.feddpa.model_dump()),
+    "fdlora": lambda b: FDLoRA(b.local, **b.options.fdlora.model_dump()),
+}
+
+
+def build_algorithm(name: str, context: BuildContext) -> Algorithm:
     if name not in METHODS:
         raise ConfigError(f"unknown method {name!r}; available: {', '.join(sorted(METHODS))}")
-    return METHODS[name](local)
+    return METHODS[name](context)

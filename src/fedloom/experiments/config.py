@@ -14,7 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fedloom.algorithms.base import LocalTrainingConfig
-from fedloom.algorithms.registry import METHODS
+from fedloom.algorithms.registry import METHODS, BuildContext, MethodOptions
 from fedloom.backbone.loading import known_backbones
 from fedloom.backbone.lora import LoraSpec
 from fedloom.data.config import DataConfig
@@ -70,6 +70,10 @@ class RunConfig(_Strict):
     data: DataConfig = DataConfig()
     train: LocalTrainingConfig = LocalTrainingConfig()
     federation: FederationConfig = FederationConfig()
+    methods: MethodOptions = MethodOptions()
+
+    def build_context(self) -> BuildContext:
+        return BuildContext(self.train, self.adapter.rank, self.adapter.alpha, self.methods)
 
     @field_validator("method")
     @classmethod

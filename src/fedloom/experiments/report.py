@@ -9,11 +9,11 @@ from typing import Any
 Table = tuple[list[str], list[list[str]]]
 
 COLUMNS = (
-    ("IC", "test/ic/macro"),
-    ("RankIC", "test/rank_ic/macro"),
-    ("IC worst25", "test/ic/worst25"),
-    ("MSE", "test/mse/weighted"),
-    ("MAE", "test/mae/weighted"),
+    ("IC", "personal/test/ic/macro"),
+    ("RankIC", "personal/test/rank_ic/macro"),
+    ("IC worst25", "personal/test/ic/worst25"),
+    ("MSE", "personal/test/mse/weighted"),
+    ("MAE", "personal/test/mae/weighted"),
 )
 
 
@@ -30,19 +30,20 @@ def client_table(summary: dict[str, Any]) -> Table:
     metrics = ["ic", "rank_ic", "mse", "mae"]
     rows = [[c, *(fmt(v.get(f"test/{m}")) for m in metrics)] for c, v in sorted(summary["per_client"].items())]
     for kind in ("macro", "weighted", "worst25"):
-        rows.append([f"**{kind}**", *(fmt(summary["metrics"].get(f"test/{m}/{kind}")) for m in metrics)])
+        rows.append([f"**{kind}**", *(fmt(summary["metrics"].get(f"personal/test/{m}/{kind}")) for m in metrics)])
     return ["client", "IC", "RankIC", "MSE", "MAE"], rows
 
 
 def method_table(summaries: Sequence[dict[str, Any]]) -> Table:
     """One row per method: test metrics, bytes per round, wall time."""
-    header = ["method", *(name for name, _ in COLUMNS), "down MB/round", "up MB/round", "wall s"]
+    header = ["method", "round", *(name for name, _ in COLUMNS), "down MB/round", "up MB/round", "wall s"]
     rows = []
     for s in summaries:
         comm, rounds = s["communication"], max(1, s["rounds"])
         rows.append(
             [
                 s["method"],
+                str(s["selection"]["best_round"]),
                 *(fmt(s["metrics"].get(key)) for _, key in COLUMNS),
                 f"{comm['download_bytes'] / rounds / 1e6:.3f}",
                 f"{comm['upload_bytes'] / rounds / 1e6:.3f}",

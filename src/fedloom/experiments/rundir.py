@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from fedloom.experiments.config import RunConfig, dump_config
+from fedloom.runtime.checkpoint import CheckpointStore
 from fedloom.runtime.simulation import RoundRecord
 
 PACKAGES = ("fedloom", "torch", "transformers", "peft", "flwr", "numpy", "pandas", "scikit-learn", "pydantic")
@@ -34,7 +35,11 @@ class RunDirectory:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.mkdir(parents=True, exist_ok=True)
-        (path / "metrics.jsonl").write_text("")
+        self.checkpoints = CheckpointStore(path / "checkpoints")
+
+    def start_metrics(self, history: list[RoundRecord]) -> None:
+        """(Re)write metrics.jsonl with the rounds already done: none for a fresh run."""
+        atomic_write(self.path / "metrics.jsonl", "".join(json.dumps(_finite(r.to_json())) + "\n" for r in history))
 
     def write_config(self, cfg: RunConfig) -> None:
         atomic_write(self.path / "config.yaml", dump_config(cfg))

@@ -6,6 +6,9 @@ configuration but not on the method, so several methods run in one process on on
 
 from __future__ import annotations
 
+import hashlib
+import logging
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,13 +26,21 @@ from fedloom.data.prompts import tokenize_prompts
 from fedloom.data.registry import load_dataset
 from fedloom.data.schema import SampleTable
 from fedloom.data.splits import chronological_split
-from fedloom.experiments.config import RunConfig
+from fedloom.experiments.config import RunConfig, dump_config
 from fedloom.experiments.report import client_table, markdown, method_table
 from fedloom.experiments.rundir import RunDirectory
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.seeding import generator
-from fedloom.runtime.simulation import InProcessRuntime, RoundRecord, SimulationResult, mean_train_loss
+from fedloom.runtime.simulation import (
+    HIGHER_IS_BETTER,
+    InProcessRuntime,
+    RoundRecord,
+    SimulationResult,
+    mean_train_loss,
+)
 from fedloom.tasks.learner import Learner
+
+log = logging.getLogger("fedloom")
 
 
 @dataclass
@@ -80,9 +91,19 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
     return Workspace(lm, table, learners, shared_init, seconds)
 
 
-def run_method(cfg: RunConfig, ws: Workspace, out: Path, progress: Progress | None = None) -> dict[str, Any]:
-    """Run ``cfg.method`` on the workspace and write its run directory; returns the summary."""
+def run_method(
+    cfg: RunConfig, ws: Workspace, out: Path, progress: Progress | None = None, resume: bool = False
+) -> dict[str, Any]:
+    """Run ``cfg.method`` on the workspace and write its run directory; returns the summary.
+
+    With ``resume``, continue from the newest checkpoint in ``out`` (a fresh run when there is none);
+    the result is the same as an uninterrupted run.
+    """
     rundir = RunDirectory(out)
+    digest = config_digest(cfg)
+    checkpoint = rundir.checkpoints.load() if resume else None
+    if checkpoint is not None and checkpoint.config_digest != digest:
+        log.warning("%s: config differs from the checkpointed run (beyond `rounds`); continuing anyway", out)
     rundir.write_config(cfg)
     rundir.write_env(
         {
@@ -90,12 +111,22 @@ def run_method(cfg: RunConfig, ws: Workspace, out: Path, progress: Progress | No
             "dtype": cfg.model.dtype,
             "adapted_layers": sorted({m.layer for m in ws.lm.layout.modules}),
             "setup_seconds": ws.setup_seconds,
+            "resumed_from_round": checkpoint.round if checkpoint else None,
         }
     )
-    algorithm = build_algorithm(cfg.method, cfg.train)
+    history = [RoundRecord(**r) for r in checkpoint.history] if checkpoint else []
+    rundir.start_metrics(history)
+    algorithm = build_algorithm(cfg.method, cfg.build_context())
     runtime = InProcessRuntime(algorithm, ws.learners, cfg.federation, cfg.seed, progress)
     t0 = time.perf_counter()
-    result = runtime.run(ws.shared_init, cfg.rounds, on_round=rundir.append_metrics)
+    result = runtime.run(
+        ws.shared_init,
+        cfg.rounds,
+        on_round=rundir.append_metrics,
+        checkpoints=rundir.checkpoints,
+        config_digest=digest,
+        resume_from=checkpoint,
+    )
     wall = time.perf_counter() - t0
     summary = build_summary(cfg, ws, result, wall)
     rundir.write_summary(summary)
@@ -106,13 +137,37 @@ def run_method(cfg: RunConfig, ws: Workspace, out: Path, progress: Progress | No
     return summary
 
 
+def config_digest(cfg: RunConfig) -> str:
+    """Identity of a run's configuration, ignoring ``rounds`` (a resumed run may be extended)."""
+    return hashlib.sha256(dump_config(cfg.model_copy(update={"rounds": 0})).encode()).hexdigest()[:16]
+
+
+def best_round(history: list[RoundRecord], metric: str) -> RoundRecord:
+    """The evaluated round with the best macro validation ``metric`` (personalized); ties → earliest."""
+    key = f"personal/val/{metric}/macro"
+    sign = 1.0 if HIGHER_IS_BETTER.get(metric, True) else -1.0
+    evaluated = [r for r in history if r.evaluation is not None]
+    scored = [(sign * r.summary[key], -r.round, r) for r in evaluated if math.isfinite(r.summary.get(key, math.nan))]
+    return max(scored, key=lambda t: t[:2])[2] if scored else evaluated[-1]
+
+
 def build_summary(cfg: RunConfig, ws: Workspace, result: SimulationResult, wall: float) -> dict[str, Any]:
-    last: RoundRecord = result.history[-1]
-    assert last.evaluation is not None  # the last round is always evaluated
-    per_client = {
-        cid: {f"{split}/{m}": v for split in ("val", "test") for m, v in last.evaluation[split][cid].items()}
-        for cid in ws.learners
-    }
+    """Test metrics at the round chosen on validation (``metrics``) and after the last round."""
+    metric = next(iter(ws.learners.values())).task.primary_metric
+    best, last = best_round(result.history, metric), result.history[-1]
+    assert best.evaluation is not None
+    per_client: dict[str, dict[str, float]] = {cid: {} for cid in ws.learners}
+    for mode, per_split in best.evaluation.items():
+        prefix = "" if mode == "personal" else f"{mode}/"
+        for split, per in per_split.items():
+            for cid, values in per.items():
+                per_client[cid].update({f"{prefix}{split}/{m}": v for m, v in values.items()})
+    by_group: dict[str, dict[str, int]] = {}
+    for r in result.history:
+        for direction, groups in r.bytes_by_group.items():
+            for g, n in groups.items():
+                by_group.setdefault(direction, {}).setdefault(g, 0)
+                by_group[direction][g] += n
     return {
         "method": cfg.method,
         "dataset": cfg.dataset,
@@ -120,13 +175,17 @@ def build_summary(cfg: RunConfig, ws: Workspace, result: SimulationResult, wall:
         "backbone": cfg.backbone,
         "rounds": cfg.rounds,
         "seed": cfg.seed,
-        "metrics": {**last.summary, "train_loss/final_round": mean_train_loss(last)},
+        "selection": {"metric": f"personal/val/{metric}/macro", "best_round": best.round},
+        "metrics": {**best.summary, "train_loss/final_round": mean_train_loss(last)},
+        "final_metrics": last.summary,
         "per_client": per_client,
         "communication": {
             "download_bytes": sum(sum(r.download_bytes.values()) for r in result.history),
             "upload_bytes": sum(sum(r.upload_bytes.values()) for r in result.history),
+            "by_group": by_group,
         },
         "failures": sum(len(r.failures) for r in result.history),
+        "rejected": sum(len(r.rejected) for r in result.history),
         "wall_seconds": wall,
     }
 
@@ -136,7 +195,8 @@ def single_report(summary: dict[str, Any]) -> str:
     return (
         f"# {summary['method']} on {summary['dataset']}{label}\n\n"
         f"Backbone `{summary['backbone']}`, {summary['rounds']} rounds, seed {summary['seed']}; "
-        "personalized evaluation on each client's test split after the last round.\n\n"
+        f"personalized evaluation on each client's test split at round {summary['selection']['best_round']}, "
+        f"chosen by `{summary['selection']['metric']}`.\n\n"
         + markdown(client_table(summary))
         + "\n"
         + markdown(method_table([summary]))
@@ -148,7 +208,7 @@ def comparison_report(summaries: list[dict[str, Any]]) -> str:
     label = " (SYNTHETIC data)" if s0["synthetic"] else ""
     return (
         f"# Method comparison on {s0['dataset']}{label}\n\n"
-        f"Backbone `{s0['backbone']}`, {s0['rounds']} rounds, seed {s0['seed']}; test metrics after the last "
-        "round (IC / RankIC: macro mean over clients of the mean daily correlation; MSE / MAE: weighted by "
-        "test rows).\n\n" + markdown(method_table(summaries))
+        f"Backbone `{s0['backbone']}`, {s0['rounds']} rounds, seed {s0['seed']}; personalized test metrics at "
+        "the round with the best validation score (column `round`; IC / RankIC: macro mean over clients of "
+        "the mean daily correlation; MSE / MAE: weighted by test rows).\n\n" + markdown(method_table(summaries))
     )

@@ -1,7 +1,8 @@
 """The in-process runtime: all clients in one process around one frozen backbone.
 
-It owns the loop and nothing else: sampling, seeding, the wire (rounding and byte counts), timing,
-failures and evaluation. What happens to the tensors is the algorithm's business.
+It owns the loop and nothing else: sampling, seeding, the wire (rounding and byte counts), upload
+validation, failures, timing, evaluation and checkpoints. What happens to the tensors is the
+algorithm's business.
 """
 
 from __future__ import annotations
@@ -9,21 +10,25 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.algorithms.base import Algorithm, LocalContext, Record
+from fedloom.errors import UploadError
 from fedloom.metrics.federated import macro_mean, weighted_mean, worst_quartile_mean
 from fedloom.progress import Progress, SilentProgress
+from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
 from fedloom.runtime.communication import bytes_by_group, transmit, wire_dtype
 from fedloom.runtime.sampling import sample_clients
 from fedloom.runtime.seeding import derive_seed, generator
+from fedloom.runtime.validation import validate_upload
 from fedloom.tasks.learner import Learner
 
 HIGHER_IS_BETTER = {"ic": True, "rank_ic": True, "mse": False, "mae": False}
+EVAL_SPLITS = ("val", "test")
 
 
 class FederationConfig(BaseModel):
@@ -32,9 +37,12 @@ class FederationConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     fraction: float = Field(1.0, gt=0, le=1, description="fraction of clients sampled each round")
-    min_clients: int = Field(1, ge=1, description="fewest successful clients for a round to aggregate")
+    clients_per_round: int | None = Field(None, ge=1, description="sample this many clients (overrides fraction)")
+    min_clients: int = Field(1, ge=1, description="fewest accepted uploads for a round to aggregate")
     eval_every: int = Field(1, ge=1, description="evaluate every N rounds (and always after the last)")
     wire_dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="dtype of floating tensors on the wire")
+    max_update_norm: float | None = Field(None, gt=0, description="reject uploads whose update L2 norm exceeds this")
+    checkpoint_every: int = Field(1, ge=0, description="checkpoint every N rounds (0: never)")
 
 
 @dataclass
@@ -45,15 +53,16 @@ class RoundRecord:
     selected: list[str]
     train: dict[str, dict[str, float]] = field(default_factory=dict)
     failures: dict[str, str] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
     download_bytes: dict[str, int] = field(default_factory=dict)
     upload_bytes: dict[str, int] = field(default_factory=dict)
     bytes_by_group: dict[str, dict[str, int]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     aggregated: bool = True
-    evaluation: dict[str, dict[str, dict[str, float]]] | None = None
+    evaluation: dict[str, dict[str, dict[str, dict[str, float]]]] | None = None
     summary: dict[str, float] = field(default_factory=dict)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -64,35 +73,17 @@ class SimulationResult:
     history: list[RoundRecord]
 
 
-def _evaluate_clients(
-    algorithm: Algorithm,
-    server: Record,
-    states: Mapping[str, Record],
-    learners: Mapping[str, Learner],
-    round: int,
-) -> dict[str, dict[str, dict[str, float]]]:
-    """Personalized evaluation: each client's own model on its own validation and test rows."""
-    downloads = algorithm.configure(server, list(learners), round)
-    out: dict[str, dict[str, dict[str, float]]] = {"val": {}, "test": {}}
-    for cid, learner in learners.items():
-        params = algorithm.client_model(downloads[cid], states[cid])
-        for split in out:
-            out[split][cid] = learner.evaluate(params, split)
-    return out
-
-
-def summarize(
-    evaluation: Mapping[str, Mapping[str, Mapping[str, float]]], sizes: Mapping[str, dict[str, int]]
-) -> dict:
-    """``{split}/{metric}/{macro|weighted|worst25}`` over clients."""
+def summarize(per_mode: Mapping[str, Mapping[str, Mapping[str, Mapping[str, float]]]], sizes: Mapping) -> dict:
+    """``{mode}/{split}/{metric}/{macro|weighted|worst25}`` over clients; mode is personal or global."""
     out: dict[str, float] = {}
-    for split, per_client in evaluation.items():
-        metrics = sorted({m for v in per_client.values() for m in v})
-        for m in metrics:
-            values = {c: v[m] for c, v in per_client.items() if m in v}
-            out[f"{split}/{m}/macro"] = macro_mean(values)
-            out[f"{split}/{m}/weighted"] = weighted_mean(values, sizes[split])
-            out[f"{split}/{m}/worst25"] = worst_quartile_mean(values, HIGHER_IS_BETTER.get(m, True))
+    for mode, per_split in per_mode.items():
+        for split, per_client in per_split.items():
+            for m in sorted({m for v in per_client.values() for m in v}):
+                values = {c: v[m] for c, v in per_client.items() if m in v}
+                key = f"{mode}/{split}/{m}"
+                out[f"{key}/macro"] = macro_mean(values)
+                out[f"{key}/weighted"] = weighted_mean(values, sizes[split])
+                out[f"{key}/worst25"] = worst_quartile_mean(values, HIGHER_IS_BETTER.get(m, True))
     return out
 
 
@@ -113,10 +104,10 @@ class InProcessRuntime:
         self.seed = seed
         self.wire = wire_dtype(cfg.wire_dtype)
         self.progress = progress or SilentProgress()
-        self.sizes = {s: {c: len(lrn.data.split(s)) for c, lrn in learners.items()} for s in ("val", "test")}
+        self.sizes = {s: {c: len(lrn.data.split(s)) for c, lrn in learners.items()} for s in EVAL_SPLITS}
 
     def initial_states(self, shared_init: Mapping[str, torch.Tensor]) -> tuple[Record, dict[str, Record]]:
-        server = self.algorithm.init_server(shared_init)
+        server = self.algorithm.init_server(shared_init, list(self.learners))
         clients = {
             cid: self.algorithm.init_client(shared_init, lrn, generator(self.seed, "init", cid))
             for cid, lrn in self.learners.items()
@@ -128,58 +119,106 @@ class InProcessRuntime:
         shared_init: Mapping[str, torch.Tensor],
         rounds: int,
         on_round: Callable[[RoundRecord], None] | None = None,
+        checkpoints: CheckpointStore | None = None,
+        config_digest: str = "",
+        resume_from: Checkpoint | None = None,
     ) -> SimulationResult:
-        server, states = self.initial_states(shared_init)
-        history = []
-        advance = self.progress.task(f"{self.algorithm.name}: rounds", rounds)
-        for rnd in range(1, rounds + 1):
+        """Rounds ``1..rounds``, or ``resume_from.round + 1..rounds`` continuing a checkpoint exactly."""
+        if resume_from is None:
+            server, states = self.initial_states(shared_init)
+            history: list[RoundRecord] = []
+        else:
+            server, states = resume_from.server, dict(resume_from.clients)
+            history = [RoundRecord(**r) for r in resume_from.history]
+        start = len(history) + 1
+        advance = self.progress.task(f"{self.algorithm.name}: rounds", rounds - start + 1)
+        for rnd in range(start, rounds + 1):
             server, record = self.run_round(rnd, server, states)
             if rnd % self.cfg.eval_every == 0 or rnd == rounds:
                 t0 = time.perf_counter()
-                record.evaluation = _evaluate_clients(self.algorithm, server, states, self.learners, rnd)
+                record.evaluation = self.evaluate(server, states, rnd)
                 record.summary = summarize(record.evaluation, self.sizes)
                 record.seconds["evaluate"] = time.perf_counter() - t0
             history.append(record)
+            every = self.cfg.checkpoint_every
+            if checkpoints is not None and every and (rnd % every == 0 or rnd == rounds):
+                checkpoints.save(Checkpoint(rnd, server, states, [r.to_json() for r in history], config_digest))
             if on_round is not None:
                 on_round(record)
             advance(1)
         return SimulationResult(server, states, history)
 
+    def sample(self, rnd: int) -> list[str]:
+        clients = list(self.learners)
+        n = self.cfg.clients_per_round
+        fraction = self.cfg.fraction if n is None else min(1.0, n / len(clients))
+        return sample_clients(clients, fraction, rnd, self.seed)
+
     def run_round(self, rnd: int, server: Record, states: dict[str, Record]) -> tuple[Record, RoundRecord]:
-        """One round: sample, download, local updates, upload, aggregate. Updates ``states`` in place
-        and returns the new server state (unchanged when too few clients succeed)."""
-        selected = sample_clients(list(self.learners), self.cfg.fraction, rnd, self.seed)
+        """One round: sample, download, local updates, validate, aggregate. Updates ``states`` in place
+        and returns the new server state (unchanged when too few uploads are accepted)."""
+        selected = self.sample(rnd)
         record = RoundRecord(round=rnd, selected=selected)
         downloads = self.algorithm.configure(server, selected, rnd)
         uploads: dict[str, Record] = {}
         t0 = time.perf_counter()
         advance = self.progress.task(f"round {rnd}: local training", len(selected))
         for cid in selected:
-            received = transmit(downloads[cid], self.wire)
-            down = bytes_by_group(downloads[cid], self.wire)
-            record.download_bytes[cid] = sum(down.values())
-            torch.manual_seed(derive_seed(self.seed, "torch", rnd, cid))  # dropout masks
-            ctx = LocalContext(self.learners[cid], rnd, generator(self.seed, "local", rnd, cid))
-            try:
-                update = self.algorithm.local_update(received, states[cid], ctx)
-            except Exception as exc:  # a failing client is recorded and left out; the round goes on
-                record.failures[cid] = f"{type(exc).__name__}: {exc}"
-                advance(1)
-                continue
-            up = bytes_by_group(update.upload, self.wire)
-            record.upload_bytes[cid] = sum(up.values())
-            _accumulate(record.bytes_by_group, "download", down)
-            _accumulate(record.bytes_by_group, "upload", up)
-            states[cid] = update.state
-            record.train[cid] = dict(update.metrics)
-            uploads[cid] = transmit(update.upload, self.wire)
+            update = self._local_update(rnd, cid, downloads[cid], states, record)
             advance(1)
+            if update is None:
+                continue
+            received = transmit(update, self.wire)
+            try:
+                validate_upload(received, self.algorithm.upload_spec(downloads[cid], cid), downloads[cid],
+                                self.cfg.max_update_norm)  # fmt: skip
+            except UploadError as exc:  # rejected: logged, never aggregated
+                record.rejected[cid] = str(exc)
+                continue
+            uploads[cid] = received
         record.seconds["local"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         record.aggregated = len(uploads) >= self.cfg.min_clients
         new_server = self.algorithm.aggregate(server, uploads, rnd) if record.aggregated else server
         record.seconds["aggregate"] = time.perf_counter() - t0
         return new_server, record
+
+    def _local_update(
+        self, rnd: int, cid: str, download: Record, states: dict[str, Record], record: RoundRecord
+    ) -> Record | None:
+        """Run one client; on success store its state and bytes and return its upload."""
+        down = bytes_by_group(download, self.wire)
+        record.download_bytes[cid] = sum(down.values())
+        _accumulate(record.bytes_by_group, "download", down)
+        torch.manual_seed(derive_seed(self.seed, "torch", rnd, cid))  # dropout masks
+        ctx = LocalContext(self.learners[cid], rnd, generator(self.seed, "local", rnd, cid))
+        try:
+            update = self.algorithm.local_update(transmit(download, self.wire), states[cid], ctx)
+        except Exception as exc:  # a failing client is recorded and left out; the round goes on
+            record.failures[cid] = f"{type(exc).__name__}: {exc}"
+            return None
+        up = bytes_by_group(update.upload, self.wire)
+        record.upload_bytes[cid] = sum(up.values())
+        _accumulate(record.bytes_by_group, "upload", up)
+        states[cid] = update.state
+        record.train[cid] = dict(update.metrics)
+        return update.upload
+
+    def evaluate(self, server: Record, states: Mapping[str, Record], rnd: int) -> dict:
+        """Personalized (each client's own model) and, where the method has one, global evaluation,
+        on every client's validation and test rows."""
+        downloads = self.algorithm.configure(server, list(self.learners), rnd)
+        out: dict[str, dict[str, dict[str, dict[str, float]]]] = {"personal": {s: {} for s in EVAL_SPLITS}}
+        for cid, learner in self.learners.items():
+            models = {"personal": self.algorithm.client_model(downloads[cid], states[cid])}
+            shared = self.algorithm.global_model(server, states[cid])
+            if shared is not None:
+                models["global"] = shared
+            for mode, model in models.items():
+                per_split = out.setdefault(mode, {s: {} for s in EVAL_SPLITS})
+                for split in EVAL_SPLITS:
+                    per_split[split][cid] = learner.evaluate(model.params, split, model.mixture)
+        return out
 
 
 def _accumulate(target: dict[str, dict[str, int]], direction: str, groups: Mapping[str, int]) -> None:

@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from fedloom.backbone.features import FrozenFeatures
-from fedloom.backbone.lora import Binding
+from fedloom.backbone.lora import DEFAULT_SLOT, Binding
 from fedloom.backbone.model import AdaptedLM
 from fedloom.data.schema import ClientData
 from fedloom.errors import ConfigError
@@ -23,6 +23,23 @@ from fedloom.tasks.regression import RegressionTask
 
 HEAD_PREFIX = "head."
 Regularizer = Callable[[Mapping[str, Tensor]], Tensor]
+
+
+@dataclass(frozen=True)
+class Mixture:
+    """Several adapter slots in one forward: per-sample weights over ``slots`` (see `Binding`).
+
+    ``weights(learner, params, rows)`` returns [len(rows), len(slots)] (None: every slot with
+    weight 1); it may run the learner (instance-wise weights from embeddings). With ``top_k`` only
+    each sample's k largest weights run.
+    """
+
+    slots: tuple[str, ...]
+    weights: Callable[[Learner, Mapping[str, Tensor], np.ndarray], Tensor] | None = None
+    top_k: int | None = None
+
+
+SINGLE = Mixture((DEFAULT_SLOT,))
 
 
 @dataclass(frozen=True)
@@ -79,10 +96,18 @@ class Learner:
     def init_head(self, generator: torch.Generator) -> dict[str, Tensor]:
         return self.task.init_head(self.lm.hidden_size, generator)
 
-    def loss(self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False) -> Tensor:
-        """Task loss of ``params`` on the given rows (differentiable w.r.t. every tensor in ``params``)."""
+    def pooled(
+        self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
+    ) -> Tensor:
+        """Mean-pooled final hidden states [len(rows), H] of the adapted model (eq. 5)."""
         prefix, mask = self.features.prefix_batch(self.lm, rows)
-        pooled = self.lm.pooled_from_prefix(prefix, mask, self._binding(params, train))
+        return self.lm.pooled_from_prefix(prefix, mask, self._binding(params, rows, train, mixture))
+
+    def loss(
+        self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
+    ) -> Tensor:
+        """Task loss of ``params`` on the given rows (differentiable w.r.t. every tensor in ``params``)."""
+        pooled = self.pooled(params, rows, train, mixture)
         return self.task.loss(_head(params), pooled, self.targets[torch.as_tensor(rows)])
 
     def fit(
@@ -92,8 +117,14 @@ class Learner:
         steps: int,
         generator: torch.Generator,
         regularizer: Regularizer | None = None,
+        grad_offset: Mapping[str, Tensor] | None = None,
+        mixture: Mixture = SINGLE,
     ) -> FitResult:
-        """``steps`` AdamW steps on mini-batches of the training rows; tensors outside ``groups`` stay fixed."""
+        """``steps`` AdamW steps on mini-batches of the training rows; tensors outside ``groups`` stay fixed.
+
+        ``regularizer(params)`` is added to the loss (FedProx, Ditto); ``grad_offset`` is added to the
+        gradients before each step (SCAFFOLD's control-variate correction).
+        """
         trainable = {k for g in groups for k in g.keys}
         unknown = trainable - params.keys()
         if unknown:
@@ -104,10 +135,12 @@ class Learner:
         )
         losses, batches = [], self._batches(steps, generator)
         for rows in batches:
-            loss = self.loss(live, rows, train=True)
+            loss = self.loss(live, rows, train=True, mixture=mixture)
             total = loss if regularizer is None else loss + regularizer(live)
             optimizer.zero_grad(set_to_none=True)
             total.backward()
+            for key, offset in (grad_offset or {}).items():
+                live[key].grad.add_(offset)
             if self.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_([live[k] for k in trainable], self.grad_clip)
             optimizer.step()
@@ -116,24 +149,25 @@ class Learner:
         return FitResult(out, float(np.mean(losses)) if losses else float("nan"), len(batches), sum(map(len, batches)))
 
     @torch.no_grad()
-    def predict(self, params: Mapping[str, Tensor], split: str) -> np.ndarray:
+    def predict(self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE) -> np.ndarray:
         rows = self.data.split(split)
         out = []
         for start in range(0, len(rows), self.eval_batch_size):
             batch = rows[start : start + self.eval_batch_size]
-            prefix, mask = self.features.prefix_batch(self.lm, batch)
-            pooled = self.lm.pooled_from_prefix(prefix, mask, self._binding(params, train=False))
-            out.append(self.task.predict(_head(params), pooled))
+            out.append(self.task.predict(_head(params), self.pooled(params, batch, mixture=mixture)))
         return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
 
-    def evaluate(self, params: Mapping[str, Tensor], split: str) -> dict[str, float]:
+    def evaluate(self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE) -> dict[str, float]:
         rows = self.data.split(split)
         if len(rows) == 0:
             return {}
-        return self.task.evaluate(self.predict(params, split), self.targets[rows].numpy(), self.dates[rows])
+        predictions = self.predict(params, split, mixture)
+        return self.task.evaluate(predictions, self.targets[rows].numpy(), self.dates[rows])
 
-    def _binding(self, params: Mapping[str, Tensor], train: bool) -> Binding:
-        return Binding({k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)}, train=train)
+    def _binding(self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool, mixture: Mixture) -> Binding:
+        adapters = {k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)}
+        weights = None if mixture.weights is None else mixture.weights(self, params, rows)
+        return Binding(adapters, slots=mixture.slots, weights=weights, top_k=mixture.top_k, train=train)
 
     def _batches(self, steps: int, generator: torch.Generator) -> list[np.ndarray]:
         """Mini-batches drawn epoch by epoch from a seeded permutation of the training rows."""

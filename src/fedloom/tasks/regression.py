@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import torch
@@ -25,6 +26,7 @@ class RegressionTask:
 
     target_mean: float = 0.0
     target_std: float = 1.0
+    primary_metric: ClassVar[str] = "ic"  # what validation selects the best round by (higher is better)
 
     @classmethod
     def fitted(cls, train_targets: np.ndarray) -> RegressionTask:

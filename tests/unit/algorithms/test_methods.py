@@ -18,7 +18,7 @@ def workspace():
 
 
 def _round(algorithm, ws, rnd=1):
-    server = algorithm.init_server(ws.shared_init)
+    server = algorithm.init_server(ws.shared_init, list(ws.learners))
     states = {
         c: algorithm.init_client(ws.shared_init, lrn, torch.Generator().manual_seed(1))
         for c, lrn in ws.learners.items()
@@ -33,20 +33,20 @@ def _round(algorithm, ws, rnd=1):
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_contract(name, workspace):
-    algorithm = build_algorithm(name, small_config().train)
+    algorithm = build_algorithm(name, small_config().build_context())
     server, _, downloads, updates = _round(algorithm, workspace)
     for cid, upd in updates.items():
         assert not any(k.startswith("head.") for k in upd.upload.tensors), "heads must stay private"
         assert all(torch.isfinite(v).all() for v in upd.upload.tensors.values())
         assert "train_loss" in upd.metrics
         model = algorithm.client_model(downloads[cid], upd.state)
-        assert "head.weight" in model
+        assert "head.weight" in model.params
     new = algorithm.aggregate(server, {c: u.upload for c, u in updates.items()}, 1)
     assert isinstance(new, Record)
 
 
 def test_fedavg_aggregates_the_sample_weighted_mean(workspace):
-    algorithm = build_algorithm("fedavg", small_config().train)
+    algorithm = build_algorithm("fedavg", small_config().build_context())
     server, _, downloads, updates = _round(algorithm, workspace)
     uploads = {c: u.upload for c, u in updates.items()}
     new = algorithm.aggregate(server, uploads, 1)
@@ -64,7 +64,7 @@ def test_fedavg_aggregates_the_sample_weighted_mean(workspace):
 
 
 def test_local_only_sends_nothing_and_keeps_its_adapter(workspace):
-    algorithm = build_algorithm("local", small_config().train)
+    algorithm = build_algorithm("local", small_config().build_context())
     server, states, downloads, updates = _round(algorithm, workspace)
     for cid, upd in updates.items():
         assert not upd.upload.tensors and not upd.upload.scalars and not downloads[cid].tensors
@@ -75,5 +75,5 @@ def test_local_only_sends_nothing_and_keeps_its_adapter(workspace):
 
 
 def test_unknown_method():
-    with pytest.raises(ConfigError, match="unknown method 'fedsgd'; available: fedavg, local"):
-        build_algorithm("fedsgd", small_config().train)
+    with pytest.raises(ConfigError, match="unknown method 'fedsgd'; available: ditto, fdlora, "):
+        build_algorithm("fedsgd", small_config().build_context())

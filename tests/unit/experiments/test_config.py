@@ -27,7 +27,7 @@ def test_file_then_flags_then_overrides(tmp_path):
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        (["method=fedsgd"], "method: unknown method 'fedsgd'; available: fedavg, local"),
+        (["method=fedsgd"], "method: unknown method 'fedsgd'; available: ditto, fdlora, fedavg"),
         (["dataset=mnist"], "dataset: unknown dataset 'mnist'; available: synthetic"),
         (["backbone=gpt-5"], "backbone: unknown backbone 'gpt-5'"),
         (["roundz=3"], "config key 'roundz' does not exist"),

@@ -91,5 +91,63 @@ def test_evaluation_schedule_and_summaries(workspace):
     hist = rt.run(workspace.shared_init, rounds=3).history
     assert [r.evaluation is not None for r in hist] == [False, True, True]
     s = hist[-1].summary
-    assert {"test/ic/macro", "test/mse/weighted", "val/rank_ic/worst25"} <= set(s)
-    assert set(hist[-1].evaluation["test"]) == set(workspace.learners)
+    assert {"personal/test/ic/macro", "personal/test/mse/weighted", "personal/val/rank_ic/worst25"} <= set(s)
+    assert set(hist[-1].evaluation) == {"personal"}  # FedAvg: the global model is the personalized one
+    assert set(hist[-1].evaluation["personal"]["test"]) == set(workspace.learners)
+
+
+class Tampering(FedAvg):
+    """FedAvg whose client ``energy`` sends a corrupted upload of the configured kind."""
+
+    def __init__(self, local, kind):
+        super().__init__(local)
+        self.kind = kind
+
+    def local_update(self, download, state, ctx):
+        update = super().local_update(download, state, ctx)
+        if ctx.learner.client_id != "energy":
+            return update
+        tensors = dict(update.upload.tensors)
+        key = sorted(tensors)[0]
+        if self.kind == "nan":
+            tensors[key] = tensors[key].clone().fill_(float("nan"))
+        elif self.kind == "shape":
+            tensors[key] = tensors[key][:1]
+        elif self.kind == "missing":
+            del tensors[key]
+        elif self.kind == "huge":
+            tensors[key] = tensors[key] * 1e6 + 1e3
+        return type(update)(type(update.upload)(tensors, update.upload.scalars), update.state, update.metrics)
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        ("nan", "non-finite values"),
+        ("shape", "has shape"),
+        ("missing", "is missing"),
+        ("huge", "exceeds the bound"),
+    ],
+)
+def test_bad_uploads_are_rejected_and_never_aggregated(workspace, kind, reason):
+    cfg = FederationConfig(max_update_norm=100.0)
+    rt = InProcessRuntime(Tampering(small_config().train, kind), workspace.learners, cfg, seed=0)
+    server, states = rt.initial_states(workspace.shared_init)
+    new, rec = rt.run_round(1, server, states)
+    assert set(rec.rejected) == {"energy"} and reason in rec.rejected["energy"]
+    # the server equals FedAvg over the two honest clients, computed by hand
+    honest = InProcessRuntime(FedAvg(small_config().train), workspace.learners, FederationConfig(), seed=0)
+    s2, st2 = honest.initial_states(workspace.shared_init)
+    ups = {}
+    for cid in ("financials", "technology"):
+        ups[cid] = honest._local_update(1, cid, honest.algorithm.configure(s2, [cid], 1)[cid], st2, type(rec)(1, []))
+    n = {c: len(workspace.learners[c].data.train) for c in ups}
+    for key in server.tensors:
+        by_hand = sum(n[c] * ups[c].tensors[key].to(torch.bfloat16).float() for c in ups) / sum(n.values())
+        torch.testing.assert_close(new.tensors[key], by_hand)
+
+
+def test_clients_per_round(workspace):
+    cfg = FederationConfig(clients_per_round=2)
+    rt = InProcessRuntime(FedAvg(small_config().train), workspace.learners, cfg, seed=0)
+    assert all(len(rt.sample(r)) == 2 for r in range(1, 6))

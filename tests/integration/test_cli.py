@@ -102,4 +102,4 @@ def test_compare_shares_one_workspace(tmp_path, monkeypatch, capsys):
     report = (out / "report.md").read_text()
     assert "| local |" in report and "| fedavg |" in report
     local = json.loads((out / "local" / "summary.json").read_text())
-    assert local["communication"] == {"download_bytes": 0, "upload_bytes": 0}
+    assert local["communication"] == {"download_bytes": 0, "upload_bytes": 0, "by_group": {}}

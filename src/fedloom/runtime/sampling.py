@@ -18,3 +18,12 @@ def sample_clients(clients: Sequence[str], fraction: float, round: int, seed: in
     rng = np.random.default_rng(derive_seed(seed, "sample", round))
     chosen = set(rng.choice(len(clients), size=k, replace=False).tolist())
     return [c for i, c in enumerate(clients) if i in chosen]
+
+
+def select_clients(
+    clients: Sequence[str], fraction: float, clients_per_round: int | None, round: int, seed: int
+) -> list[str]:
+    """The round's participants: ``clients_per_round`` of them when set, else a ``fraction``."""
+    if clients_per_round is not None:
+        fraction = min(1.0, clients_per_round / len(clients))
+    return sample_clients(clients, fraction, round, seed)

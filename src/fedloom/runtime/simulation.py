@@ -16,13 +16,13 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedloom.algorithms.base import Algorithm, LocalContext, Record
+from fedloom.algorithms.base import Algorithm, ClientUpdate, LocalContext, Record
 from fedloom.errors import UploadError
 from fedloom.metrics.federated import macro_mean, weighted_mean, worst_quartile_mean
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
 from fedloom.runtime.communication import bytes_by_group, transmit, wire_dtype
-from fedloom.runtime.sampling import sample_clients
+from fedloom.runtime.sampling import select_clients
 from fedloom.runtime.seeding import derive_seed, generator
 from fedloom.runtime.validation import validate_upload
 from fedloom.tasks.learner import Learner
@@ -149,10 +149,7 @@ class InProcessRuntime:
         return SimulationResult(server, states, history)
 
     def sample(self, rnd: int) -> list[str]:
-        clients = list(self.learners)
-        n = self.cfg.clients_per_round
-        fraction = self.cfg.fraction if n is None else min(1.0, n / len(clients))
-        return sample_clients(clients, fraction, rnd, self.seed)
+        return select_clients(sorted(self.learners), self.cfg.fraction, self.cfg.clients_per_round, rnd, self.seed)
 
     def run_round(self, rnd: int, server: Record, states: dict[str, Record]) -> tuple[Record, RoundRecord]:
         """One round: sample, download, local updates, validate, aggregate. Updates ``states`` in place
@@ -190,10 +187,9 @@ class InProcessRuntime:
         down = bytes_by_group(download, self.wire)
         record.download_bytes[cid] = sum(down.values())
         _accumulate(record.bytes_by_group, "download", down)
-        torch.manual_seed(derive_seed(self.seed, "torch", rnd, cid))  # dropout masks
-        ctx = LocalContext(self.learners[cid], rnd, generator(self.seed, "local", rnd, cid))
         try:
-            update = self.algorithm.local_update(transmit(download, self.wire), states[cid], ctx)
+            update = client_round(self.algorithm, self.learners[cid], transmit(download, self.wire), states[cid],
+                                  self.seed, rnd)  # fmt: skip
         except Exception as exc:  # a failing client is recorded and left out; the round goes on
             record.failures[cid] = f"{type(exc).__name__}: {exc}"
             return None
@@ -219,6 +215,16 @@ class InProcessRuntime:
                 for split in EVAL_SPLITS:
                     per_split[split][cid] = learner.evaluate(model.params, split, model.mixture)
         return out
+
+
+def client_round(
+    algorithm: Algorithm, learner: Learner, download: Record, state: Record, seed: int, rnd: int
+) -> ClientUpdate:
+    """One client's local work in round ``rnd``, seeded from (seed, round, client) alone, so every
+    runtime (in-process, Flower simulation, deployment) computes the same update."""
+    cid = learner.client_id
+    torch.manual_seed(derive_seed(seed, "torch", rnd, cid))  # dropout masks
+    return algorithm.local_update(download, state, LocalContext(learner, rnd, generator(seed, "local", rnd, cid)))
 
 
 def _accumulate(target: dict[str, dict[str, int]], direction: str, groups: Mapping[str, int]) -> None:

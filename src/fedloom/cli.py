@@ -26,6 +26,17 @@ DatasetOpt = Annotated[str | None, typer.Option(help="dataset name")]
 BackboneOpt = Annotated[str | None, typer.Option(help="backbone name or path")]
 RoundsOpt = Annotated[int | None, typer.Option(help="communication rounds")]
 SeedOpt = Annotated[int | None, typer.Option(help="training seed")]
+DataDirOpt = Annotated[
+    Path | None,
+    typer.Option("--data-dir", help="real datasets folder (default $FEDLOOM_DATA_DIR, else ../shared/data)"),
+]
+
+data_app = typer.Typer(no_args_is_help=True, help="Datasets: what is available where, and what one holds.")
+app.add_typer(data_app, name="data")
+
+
+def _with_data_dir(overrides: list[str] | None, data_dir: Path | None) -> list[str]:
+    return [*(overrides or []), *([f"data.data_dir={data_dir}"] if data_dir is not None else [])]
 
 
 class RichProgress:
@@ -116,6 +127,7 @@ def compare(
     rounds: RoundsOpt = None,
     seed: SeedOpt = None,
     out: Annotated[Path, typer.Option(help="parent directory: one run directory per method")] = Path("runs/compare"),
+    data_dir: DataDirOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Run several methods on one shared workspace (backbone and frozen features computed once)."""
@@ -126,7 +138,7 @@ def compare(
 
     names = [m.strip() for m in methods.split(",") if m.strip()]
     flags = {"dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
-    configs = [load_config(config, {**flags, "method": m}, set_) for m in names]
+    configs = [load_config(config, {**flags, "method": m}, _with_data_dir(set_, data_dir)) for m in names]
     summaries = []
     with _progress() as progress:
         ws = prepare_workspace(configs[0], progress)
@@ -154,6 +166,39 @@ def show_config(config: ConfigOpt = None, set_: SetOpt = None) -> None:
     from fedloom.experiments.config import dump_config, load_config
 
     typer.echo(dump_config(load_config(config, None, set_)), nl=False)
+
+
+@data_app.command("list")
+def data_list(config: ConfigOpt = None, data_dir: DataDirOpt = None, set_: SetOpt = None) -> None:
+    """List every dataset name, its kind, and whether its files are in the data folder."""
+    from fedloom.data.files import resolve_data_dir
+    from fedloom.data.summary import availability
+    from fedloom.experiments.config import load_config
+
+    cfg = load_config(config, None, _with_data_dir(set_, data_dir)).data
+    rows = availability(cfg)
+    _print_table(
+        ["name", "kind", "folder", "status", "summary"],
+        [list(r.values()) for r in rows],
+        title=f"datasets in {resolve_data_dir(cfg.data_dir) or '(no data folder)'}",
+    )
+
+
+@data_app.command("info")
+def data_info(
+    name: Annotated[str, typer.Argument(help="dataset name (see fedloom data list)")],
+    config: ConfigOpt = None,
+    data_dir: DataDirOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Load one dataset as `fedloom run` would and print rows, dates, splits, clients and label balance."""
+    from fedloom.data.registry import load_dataset
+    from fedloom.data.summary import describe
+    from fedloom.experiments.config import load_config
+
+    cfg = load_config(config, {"dataset": name}, _with_data_dir(set_, data_dir))
+    table = load_dataset(cfg.dataset, cfg.data)
+    _print_table(["field", "value"], [list(r) for r in describe(table, cfg.data)], title=f"{name}")
 
 
 def main() -> None:

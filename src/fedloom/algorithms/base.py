@@ -16,7 +16,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -105,6 +105,10 @@ class Algorithm(ABC):
     @abstractmethod
     def aggregate(self, server: Record, uploads: Mapping[str, Record], round: int) -> Record:
         """New server state from the uploads of the clients that succeeded this round."""
+
+    def diagnostics(self, before: Record, uploads: Mapping[str, Record], after: Record) -> dict[str, Any]:
+        """Server-side per-round diagnostics for the run log (routes, loads, norms...); none by default."""
+        return {}
 
     def upload_spec(self, download: Record, client: str) -> UploadSpec:
         """The upload the server accepts from ``client``; by default the downloaded tensors + sample count."""

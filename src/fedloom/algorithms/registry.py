@@ -20,8 +20,11 @@ from fedloom.algorithms.fedex import FedExLoRA
 from fedloom.algorithms.fedrep import FedRep
 from fedloom.algorithms.flexlora import FlexLoRA
 from fedloom.algorithms.flora import FLoRA
+from fedloom.algorithms.fwdllm import FwdLLM
 from fedloom.algorithms.local import LocalOnly
+from fedloom.algorithms.rpa import RPA, RPAConfig
 from fedloom.algorithms.scaffold import Scaffold
+from fedloom.backbone.layout import TensorLayout
 from fedloom.errors import ConfigError
 
 
@@ -76,6 +79,15 @@ class FDLoRAOptions(_Options):
     l1: float = Field(0.05, ge=0, description="FDLoRA: L1 penalty on the fusion weights")
 
 
+class FwdLLMOptions(_Options):
+    server_lr: float = Field(0.01, gt=0, description="FwdLLM: peak server learning rate η")
+    h: float = Field(0.01, gt=0, description="FwdLLM: central-difference step")
+    warmup_ratio: float = Field(0.1, ge=0, le=1, description="FwdLLM: share of rounds warming η up")
+    perturbation_sampling: bool = Field(True, description="FwdLLM: align perturbations with the last gradient")
+    candidates: int = Field(10, ge=1, description="FwdLLM: Gaussian candidates per perturbation")
+    var_threshold: float | None = Field(None, gt=0, description="FwdLLM: revert-and-cache above this variance")
+
+
 class MethodOptions(_Options):
     """Hyperparameters of the methods that have any (section = method name)."""
 
@@ -89,16 +101,22 @@ class MethodOptions(_Options):
     flexlora: RankOptions = RankOptions()
     feddpa: FedDPAOptions = FedDPAOptions()
     fdlora: FDLoRAOptions = FDLoRAOptions()
+    fwdllm: FwdLLMOptions = FwdLLMOptions()
+    rpa: RPAConfig = RPAConfig()
 
 
 @dataclass(frozen=True)
 class BuildContext:
-    """What building a method may read: local budget, LoRA rank and alpha, and method options."""
+    """What building a method may read: local budget, LoRA rank and alpha, rounds, the run seed,
+    method options, and the adapter layout (the order of the flat adapter vector)."""
 
     local: LocalTrainingConfig
     rank: int
     alpha: float
+    rounds: int
+    seed: int
     options: MethodOptions
+    layout: TensorLayout | None = None
 
 
 METHODS: dict[str, Callable[[BuildContext], Algorithm]] = {
@@ -120,7 +138,15 @@ METHODS: dict[str, Callable[[BuildContext], Algorithm]] = {
     "flexlora": lambda b: FlexLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flexlora.ranks),
     "feddpa": lambda b: FedDPA(b.local, **b.options.feddpa.model_dump()),
     "fdlora": lambda b: FDLoRA(b.local, **b.options.fdlora.model_dump()),
+    "fwdllm": lambda b: FwdLLM(b.local, rounds=b.rounds, **b.options.fwdllm.model_dump()),
+    "rpa": lambda b: RPA(b.local, b.options.rpa, seed=b.seed, layout=_needs_layout(b, "rpa")),
 }
+
+
+def _needs_layout(b: BuildContext, name: str) -> TensorLayout:
+    if b.layout is None:
+        raise ConfigError(f"method {name!r} needs the adapter layout; build it after the backbone is loaded")
+    return b.layout
 
 
 def build_algorithm(name: str, context: BuildContext) -> Algorithm:

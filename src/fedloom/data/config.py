@@ -7,7 +7,13 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fedloom.data.acl18 import Acl18Config
+from fedloom.data.fnspid import FnspidConfig
+from fedloom.data.generic import GenericConfig
+from fedloom.data.glt import GltConfig
+from fedloom.data.instructions import TextTasksConfig
 from fedloom.data.prompts import PromptConfig
+from fedloom.data.qlib_cn import QlibCnConfig
 from fedloom.data.synthetic import SyntheticMarketConfig
 
 
@@ -16,9 +22,29 @@ class DataConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
-    data_dir: Path | None = Field(None, description="real datasets folder (default $FEDLOOM_DATA_DIR)")
-    partition: Literal["sector"] = Field("sector", description="client partition: one client per sector")
-    split: tuple[float, float, float] = Field((0.6, 0.2, 0.2), description="chronological train/val/test")
+    data_dir: Path | None = Field(
+        None, description="real datasets folder (default $FEDLOOM_DATA_DIR, else ../shared/data)"
+    )
+    partition: Literal["auto", "sector", "dirichlet", "iid", "task_dirichlet"] = Field(
+        "auto", description="clients: auto = sector where sectors are known, dirichlet over stocks, task_dirichlet"
+    )
+    num_clients: int = Field(
+        10, ge=1, description="clients of dirichlet / iid / task_dirichlet (sector: one per group)"
+    )
+    alpha: float = Field(0.3, gt=0, description="Dirichlet concentration; smaller = more skewed clients")
+    partition_seed: int = Field(0, description="seed of random partitions")
+    split: tuple[float, float, float] = Field(
+        (0.6, 0.2, 0.2), description="chronological train/val/test fractions (datasets without a standard split)"
+    )
+    max_dates_per_split: int | None = Field(
+        20, ge=1, description="real financial data: evenly spaced dates kept per split (CPU-sized); null = all"
+    )
     feature_cache: bool = Field(True, description="keep frozen features on disk under $FEDLOOM_CACHE")
     prompt: PromptConfig = PromptConfig()
     synthetic: SyntheticMarketConfig = SyntheticMarketConfig()
+    acl18: Acl18Config = Acl18Config()
+    bigdata22: GltConfig = GltConfig()
+    fnspid: FnspidConfig = FnspidConfig()
+    qlib_cn: QlibCnConfig = QlibCnConfig()
+    text: TextTasksConfig = TextTasksConfig()
+    generic: GenericConfig = GenericConfig()

@@ -1,20 +1,34 @@
-"""Prompt template T(d, z) of seed 000, eq. 1: news text plus serialized structured covariates.
+"""Prompts: template T(d, z) of seed 000, eq. 1, and chat-formatted instructions for text tasks.
 
-The prompt is ``header | text | covariates | question``. When it exceeds the token budget, the text
-is cut from its start, keeping the most recent text; header, covariates and question always stay.
+A financial prompt is ``header | text | covariates | question``. When it exceeds the token budget,
+the text is cut from its start, keeping the most recent text; header, covariates and question
+always stay. ``inputs`` selects the input-modality variant of seed 000, Table 13:
+
+| inputs                | text in prompt | covariates in prompt | covariates to the head         |
+|-----------------------|----------------|----------------------|--------------------------------|
+| ``text+structured``   | yes            | serialized           | no                             |
+| ``text``              | yes            | no                   | no                             |
+| ``structured``        | no             | serialized           | no                             |
+| ``text+numeric``      | yes            | no                   | yes (numeric side channel)     |
+
+The side channel itself belongs to the task head; `uses_numeric_side_channel` is the switch it reads,
+and the covariates stay in the table for it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal
 
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.backbone.features import Ragged
-from fedloom.data.schema import SampleTable
+from fedloom.data.schema import SampleTable, TextTable
 from fedloom.errors import DataError
+
+NO_TEXT = "(none)"
 
 
 class PromptConfig(BaseModel):
@@ -24,30 +38,64 @@ class PromptConfig(BaseModel):
 
     max_tokens: int = Field(96, ge=8, description="token budget per prompt; the oldest text is cut first")
     question: str = Field("Next-day return:", description="closing line of every prompt")
+    inputs: Literal["text+structured", "text", "structured", "text+numeric"] = Field(
+        "text+structured", description="input modalities (seed 000 Table 13)"
+    )
+    decimals: int = Field(4, ge=0, le=8, description="decimals of serialized covariates")
 
 
-def serialize_covariates(names: Sequence[str], values: Sequence[float]) -> str:
-    """``mom5=+0.0123, vol20=+0.0180``: structured covariates as text (4 decimals, signed)."""
-    return ", ".join(f"{n}={v:+.4f}" for n, v in zip(names, values, strict=True))
+def uses_numeric_side_channel(cfg: PromptConfig) -> bool:
+    """Whether the head receives the covariates as numbers (``text+numeric``)."""
+    return cfg.inputs == "text+numeric"
+
+
+def serialize_covariates(names: Sequence[str], values: Sequence[float], decimals: int = 4) -> str:
+    """``mom5=+0.0123, vol20=+0.0180``: structured covariates as text (signed, fixed decimals)."""
+    return ", ".join(f"{n}={v:+.{decimals}f}" for n, v in zip(names, values, strict=True))
 
 
 def tokenize_prompts(table: SampleTable, tokenizer: object, cfg: PromptConfig) -> Ragged:
     """Token ids of every row's prompt (computed once per dataset; the ids key every later cache)."""
     frame = table.frame
+    with_text = cfg.inputs != "structured"
+    with_covariates = cfg.inputs in ("text+structured", "structured") and bool(table.covariates)
     covariates = frame[list(table.covariates)].to_numpy(dtype=float)
     rows = []
     for i, (group, text) in enumerate(zip(frame["group"], frame["text"], strict=True)):
-        head = _ids(tokenizer, f"Sector: {group}. News: ")
-        body = _ids(tokenizer, str(text))
-        tail = _ids(tokenizer, f"\nData: {serialize_covariates(table.covariates, covariates[i])}\n{cfg.question}")
+        head = _ids(tokenizer, f"Sector: {group}. News: " if with_text else f"Sector: {group}.")
+        body = _ids(tokenizer, str(text) or NO_TEXT) if with_text else []
+        data = (
+            f"\nData: {serialize_covariates(table.covariates, covariates[i], cfg.decimals)}" if with_covariates else ""
+        )
+        tail = _ids(tokenizer, f"{data}\n{cfg.question}")
         budget = cfg.max_tokens - len(head) - len(tail)
-        if budget < 1:
+        if budget < (1 if with_text else 0):
             raise DataError(
                 f"prompt.max_tokens={cfg.max_tokens} leaves no room for text in row {i} of {table.name!r} "
                 f"(header and covariates take {len(head) + len(tail)} tokens)"
             )
-        rows.append(head + body[-budget:] + tail)
+        rows.append(head + (body[-budget:] if budget else []) + tail)
     return Ragged.from_rows(rows, torch.int64)
+
+
+def chat_prompt(tokenizer: object, user: str) -> str:
+    """``user`` as one user turn in the backbone's chat template, ending where the assistant starts."""
+    messages = [{"role": "user", "content": user}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)  # type: ignore[attr-defined]
+
+
+def tokenize_instructions(table: TextTable, tokenizer: object, max_tokens: int) -> tuple[Ragged, Ragged]:
+    """(prompt ids, response ids) per row: the prompt chat-formatted, the response followed by EOS.
+
+    A prompt over ``max_tokens`` keeps its last ``max_tokens`` ids (the question's end and the
+    assistant header); a response keeps its first ``max_tokens`` ids.
+    """
+    eos = getattr(tokenizer, "eos_token_id", None)
+    prompts, responses = [], []
+    for prompt, response in zip(table.frame["prompt"], table.frame["response"], strict=True):
+        prompts.append(_ids(tokenizer, chat_prompt(tokenizer, prompt))[-max_tokens:])
+        responses.append((_ids(tokenizer, response) + ([eos] if eos is not None else []))[:max_tokens])
+    return Ragged.from_rows(prompts, torch.int64), Ragged.from_rows(responses, torch.int64)
 
 
 def _ids(tokenizer: object, text: str) -> list[int]:

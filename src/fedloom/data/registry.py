@@ -1,20 +1,134 @@
-"""Dataset names → loaders. Each loader turns a `DataConfig` into a validated `SampleTable`."""
+"""Dataset names → loaders. Each loader turns a `DataConfig` into a validated `SampleTable` or `TextTable`.
+
+Real financial tables leave `load_dataset` with a ``split`` column (their standard split, or the
+chronological ``data.split`` fractions) and, when ``data.max_dates_per_split`` is set, with that many
+evenly spaced dates per split. The synthetic market is returned as generated.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
+from fedloom.data import acl18, fnspid, qlib_cn
+from fedloom.data.acl18 import load_acl18
 from fedloom.data.config import DataConfig
-from fedloom.data.schema import SampleTable
+from fedloom.data.fnspid import load_fnspid
+from fedloom.data.generic import load_generic
+from fedloom.data.glt import load_glt
+from fedloom.data.instructions import load_arc, load_coedit, load_gsm8k, load_jfleg, load_multitask, load_tweeteval
+from fedloom.data.qlib_cn import load_qlib_cn
+from fedloom.data.schema import SampleTable, TextTable
+from fedloom.data.splits import thin_dates, with_split_column
 from fedloom.data.synthetic import make_synthetic_market
 from fedloom.errors import ConfigError
 
-DATASETS: dict[str, Callable[[DataConfig], SampleTable]] = {
-    "synthetic": lambda cfg: make_synthetic_market(cfg.synthetic),
+Table = SampleTable | TextTable
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A dataset name's loader and what ``fedloom data list`` says about it."""
+
+    load: Callable[[DataConfig], Table]
+    kind: str
+    summary: str
+    folders: Callable[[DataConfig], dict[str, tuple[str, ...]]]
+
+
+def _glt_files(c: DataConfig) -> dict[str, tuple[str, ...]]:
+    g = c.bigdata22
+    return {g.folder: (g.prices_file, g.tweets_file) + ((g.sectors_file,) if g.sectors_file else ())}
+
+
+def _text(*folders: tuple[str, tuple[str, ...]]) -> Callable[[DataConfig], dict[str, tuple[str, ...]]]:
+    return lambda c: dict(folders)
+
+
+_GSM8K = ("gsm8k", ("train.jsonl", "test.jsonl"))
+_ARC = ("arc_challenge", ("train.jsonl", "dev.jsonl", "test.jsonl"))
+_TWEETEVAL = ("tweeteval_sentiment", ("val.jsonl", "test.jsonl"))
+_JFLEG = ("jfleg", ("dev.jsonl", "test.jsonl"))
+
+
+def _coedit(c: DataConfig) -> dict[str, tuple[str, ...]]:
+    return {c.text.coedit_folder: ("train.jsonl", "validation.jsonl")}
+
+
+def _multitask(c: DataConfig) -> dict[str, tuple[str, ...]]:
+    edit = dict([_JFLEG]) if c.text.edit_task == "jfleg" else _coedit(c)
+    return {**edit, **dict([_GSM8K, _TWEETEVAL, _ARC])}
+
+
+DATASETS: dict[str, Dataset] = {
+    "synthetic": Dataset(
+        lambda c: make_synthetic_market(c.synthetic), "regression", "SYNTHETIC sector market (generated)", lambda c: {}
+    ),
+    "acl18": Dataset(
+        lambda c: load_acl18(c.data_dir, c.acl18),
+        "classification",
+        "StockNet tweets + prices → movement, 9 sectors",
+        lambda c: {c.acl18.folder: acl18.FILES},
+    ),
+    "bigdata22": Dataset(
+        lambda c: load_glt(c.data_dir, c.bigdata22),
+        "classification",
+        "BigData22 (GLT format) tweets + features → movement",
+        _glt_files,
+    ),
+    "fnspid": Dataset(
+        lambda c: load_fnspid(c.data_dir, c.fnspid),
+        "regression",
+        "FNSPID prices + news text → next-day return",
+        lambda c: {c.fnspid.folder: fnspid.FILES},
+    ),
+    "csi300": Dataset(
+        lambda c: load_qlib_cn(c.data_dir, c.qlib_cn, "csi300"),
+        "ranking",
+        "CSI300 Alpha158/360 cross-sectional ranking",
+        lambda c: {c.qlib_cn.folder: qlib_cn.FILES},
+    ),
+    "csi800": Dataset(
+        lambda c: load_qlib_cn(c.data_dir, c.qlib_cn, "csi800"),
+        "ranking",
+        "CSI800 (bundled bars only) ranking",
+        lambda c: {c.qlib_cn.folder: qlib_cn.FILES},
+    ),
+    "gsm8k": Dataset(
+        lambda c: load_gsm8k(c.data_dir, c.text), "text", "grade-school math, final-answer match", _text(_GSM8K)
+    ),
+    "arc_challenge": Dataset(
+        lambda c: load_arc(c.data_dir, c.text), "text", "ARC-Challenge multiple choice", _text(_ARC)
+    ),
+    "tweeteval": Dataset(
+        lambda c: load_tweeteval(c.data_dir, c.text), "text", "TweetEval sentiment (3 classes)", _text(_TWEETEVAL)
+    ),
+    "jfleg": Dataset(
+        lambda c: load_jfleg(c.data_dir, c.text), "text", "JFLEG grammar correction (CoEdIT stand-in)", _text(_JFLEG)
+    ),
+    "coedit": Dataset(
+        lambda c: load_coedit(c.data_dir, c.text), "text", "CoEdIT text editing ({_id,task,src,tgt})", _coedit
+    ),
+    "multitask": Dataset(
+        lambda c: load_multitask(c.data_dir, c.text),
+        "text",
+        "edit + GSM8K + TweetEval + ARC-C mix (seed 002)",
+        _multitask,
+    ),
+    "generic": Dataset(
+        lambda c: load_generic(c.data_dir, c.generic), "any", "your CSV / JSONL table (data.generic)", lambda c: {}
+    ),
 }
 
 
-def load_dataset(name: str, cfg: DataConfig) -> SampleTable:
+def load_dataset(name: str, cfg: DataConfig) -> Table:
+    """Load ``name``; real financial tables get a ``split`` column and the date cap."""
     if name not in DATASETS:
         raise ConfigError(f"unknown dataset {name!r}; available: {', '.join(sorted(DATASETS))}")
-    return DATASETS[name](cfg)
+    table = DATASETS[name].load(cfg)
+    if isinstance(table, TextTable) or table.synthetic:
+        return table
+    frame = with_split_column(table, cfg.split)
+    if cfg.max_dates_per_split is not None:
+        frame = thin_dates(frame, cfg.max_dates_per_split)
+    return replace(table, frame=frame)

@@ -8,11 +8,17 @@ One row per (date, instrument) sample::
 
 ``text`` and the covariate columns are observable at ``date``; ``target`` is the next-period return
 (or label) and is never used as an input. ``group`` (sector, industry, task) drives partitions.
+Optional columns: ``split`` (``train`` / ``val`` / ``test``: the dataset's standard split, see
+`fedloom.data.splits.table_splits`), ``return`` (the raw next-period return when ``target`` is a class
+or a normalized label) and ``target_date`` (the day the target is realized).
+
+Instruction tasks use `TextTable` instead: one row per example, the answer kept as text.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -20,27 +26,56 @@ import pandas as pd
 from fedloom.errors import DataError
 
 REQUIRED_COLUMNS = ("date", "instrument", "group", "text", "target")
+TEXT_COLUMNS = ("id", "task", "split", "prompt", "response", "references", "label")
+SPLITS = ("train", "val", "test")
+TaskKind = Literal["regression", "classification", "ranking"]
+Partition = Literal["sector", "dirichlet", "iid", "task_dirichlet"]
 
 
 @dataclass(frozen=True)
 class SampleTable:
-    """A validated sample table; ``synthetic`` marks generated data wherever it is reported."""
+    """A validated sample table; ``synthetic`` marks generated data wherever it is reported.
+
+    ``task_kind`` says what ``target`` is: a return (``regression``), a class index in
+    ``[0, num_classes)`` (``classification``; 0 = fall, 1 = rise for movement) or a cross-sectionally
+    normalized label to rank by (``ranking``). ``default_partition`` is how clients are formed when the
+    config says ``auto``: ``sector`` when ``group`` is real sector metadata, else ``dirichlet``.
+    ``notes`` are caveats every report of this table should carry.
+    """
 
     frame: pd.DataFrame
     covariates: tuple[str, ...]
     name: str
     synthetic: bool = False
+    task_kind: TaskKind = "regression"
+    num_classes: int | None = None
+    default_partition: Partition = "sector"
+    notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         missing = [c for c in (*REQUIRED_COLUMNS, *self.covariates) if c not in self.frame.columns]
         if missing:
             raise DataError(f"dataset {self.name!r}: missing columns {missing}; it has {list(self.frame.columns)}")
-        bad = ~np.isfinite(self.frame["target"].to_numpy(dtype=float))
+        if self.frame.empty:
+            raise DataError(f"dataset {self.name!r} has no rows")
+        target = self.frame["target"].to_numpy(dtype=float)
+        bad = ~np.isfinite(target)
         if bad.any():
             rows = np.flatnonzero(bad)[:5].tolist()
             raise DataError(f"dataset {self.name!r}: {int(bad.sum())} non-finite targets (rows {rows} ...)")
-        if self.frame.empty:
-            raise DataError(f"dataset {self.name!r} has no rows")
+        if self.task_kind == "classification":
+            if self.num_classes is None or self.num_classes < 2:
+                raise DataError(
+                    f"dataset {self.name!r}: classification needs num_classes >= 2, got {self.num_classes}"
+                )
+            wrong = (target != np.round(target)) | (target < 0) | (target >= self.num_classes)
+            if wrong.any():
+                raise DataError(
+                    f"dataset {self.name!r}: target must be a class index in [0, {self.num_classes}); "
+                    f"row {int(np.flatnonzero(wrong)[0])} has {target[wrong][0]}"
+                )
+        if "split" in self.frame.columns:
+            _check_splits(self.frame["split"], self.name)
 
     def __len__(self) -> int:
         return len(self.frame)
@@ -52,6 +87,51 @@ class SampleTable:
     @property
     def dates(self) -> np.ndarray:
         return self.frame["date"].to_numpy(dtype="datetime64[D]")
+
+
+@dataclass(frozen=True)
+class TextTable:
+    """Instruction examples of one or more text tasks (seed 002, section 4), one row per example::
+
+        id                    task           split  prompt                        response        references  label
+        gsm8k-train-17        gsm8k          train  "Solve … Natalia sold …"      "… #### 72"     ("… #### 72",)  "72"
+        arc_challenge-test-3  arc_challenge  test   "Answer … ?\\nA. …\\nB. …"    "B"             ("B",)      "B"
+
+    ``prompt`` is the user turn (wrapped in the backbone's chat template when tokenized), ``response``
+    the target completion, ``references`` every acceptable answer text (ROUGE takes the best match) and
+    ``label`` the short answer that exact-match metrics compare (empty for free-form editing).
+    """
+
+    frame: pd.DataFrame
+    name: str
+    notes: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        missing = [c for c in TEXT_COLUMNS if c not in self.frame.columns]
+        if missing:
+            raise DataError(f"dataset {self.name!r}: missing columns {missing}; it has {list(self.frame.columns)}")
+        if self.frame.empty:
+            raise DataError(f"dataset {self.name!r} has no rows")
+        _check_splits(self.frame["split"], self.name)
+        empty = self.frame["prompt"].str.strip().eq("") | self.frame["response"].str.strip().eq("")
+        if empty.any():
+            row = int(np.flatnonzero(empty.to_numpy())[0])
+            raise DataError(
+                f"dataset {self.name!r}: row {row} ({self.frame['id'].iloc[row]}) has an empty prompt or response"
+            )
+
+    def __len__(self) -> int:
+        return len(self.frame)
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        return tuple(sorted(self.frame["task"].unique()))
+
+
+def _check_splits(split: pd.Series, name: str) -> None:
+    unknown = sorted(set(split.unique()) - set(SPLITS))
+    if unknown:
+        raise DataError(f"dataset {name!r}: column 'split' has {unknown}; expected only {list(SPLITS)}")
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,55 @@
-"""Chronological splits: every training date precedes every validation date precedes every test date."""
+"""Chronological splits: every training date precedes every validation date precedes every test date.
+
+A dataset with a standard split carries it in a ``split`` column (set from `SplitDates` by its
+loader); any other table is split by date fractions. Financial data is never split at random.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import datetime as dt
+from itertools import pairwise
 
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from fedloom.data.schema import SPLITS, SampleTable, TextTable
 from fedloom.errors import DataError
+
+
+class SplitDates(BaseModel):
+    """A standard split by date: train ``[train_start, val_start)``, val ``[val_start, test_start)``,
+    test ``[test_start, test_end]`` (``test_end`` inclusive; None = to the end of the data)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    train_start: dt.date = Field(description="first training date")
+    val_start: dt.date = Field(description="first validation date (end of training, exclusive)")
+    test_start: dt.date = Field(description="first test date (end of validation, exclusive)")
+    test_end: dt.date | None = Field(None, description="last test date, inclusive; null = end of data")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SplitDates:
+        bounds = [self.train_start, self.val_start, self.test_start] + ([self.test_end] if self.test_end else [])
+        if any(a >= b for a, b in pairwise(bounds)):
+            raise ValueError(f"split dates must increase: {[str(b) for b in bounds]}")
+        return self
+
+    def label(self, dates: pd.Series | np.ndarray) -> np.ndarray:
+        """``'train'`` / ``'val'`` / ``'test'`` per date, ``''`` outside every range.
+
+        >>> s = SplitDates(train_start="2020-01-01", val_start="2020-02-01", test_start="2020-03-01")
+        >>> s.label(pd.to_datetime(["2019-12-31", "2020-01-05", "2020-02-05", "2021-01-01"])).tolist()
+        ['', 'train', 'val', 'test']
+        """
+        d = pd.to_datetime(np.asarray(dates)).to_numpy(dtype="datetime64[D]")
+        b = [np.datetime64(x, "D") for x in (self.train_start, self.val_start, self.test_start)]
+        end = np.datetime64(self.test_end, "D") if self.test_end else np.datetime64("9999-12-31")
+        out = np.full(len(d), "", dtype=object)
+        out[(d >= b[0]) & (d < b[1])] = "train"
+        out[(d >= b[1]) & (d < b[2])] = "val"
+        out[(d >= b[2]) & (d <= end)] = "test"
+        return out
 
 
 def chronological_split(dates: np.ndarray, fractions: tuple[float, float, float]) -> dict[str, np.ndarray]:
@@ -29,3 +74,45 @@ def chronological_split(dates: np.ndarray, fractions: tuple[float, float, float]
         "val": np.flatnonzero((dates >= val_start) & (dates < test_start)),
         "test": np.flatnonzero(dates >= test_start),
     }
+
+
+def table_splits(table: SampleTable | TextTable, fractions: tuple[float, float, float]) -> dict[str, np.ndarray]:
+    """Row indices per split: the table's ``split`` column when it has one (a standard split), else
+    the chronological split of its dates by ``fractions``."""
+    if "split" in table.frame.columns:
+        split = table.frame["split"].to_numpy()
+        return {name: np.flatnonzero(split == name) for name in SPLITS}
+    if isinstance(table, TextTable):
+        raise DataError(f"text dataset {table.name!r} has no 'split' column")
+    return chronological_split(table.dates, fractions)
+
+
+def with_split_column(table: SampleTable, fractions: tuple[float, float, float]) -> pd.DataFrame:
+    """The table's frame with a ``split`` column (kept if present, else chronological by fractions)."""
+    if "split" in table.frame.columns:
+        return table.frame
+    split = np.full(len(table), "", dtype=object)
+    for name, rows in chronological_split(table.dates, fractions).items():
+        split[rows] = name
+    return table.frame.assign(split=split)
+
+
+def thin_dates(frame: pd.DataFrame, max_dates: int) -> pd.DataFrame:
+    """Keep at most ``max_dates`` evenly spaced dates per split (whole cross-sections, order kept).
+
+    A CPU-sized view of a long panel: every kept date keeps all its instruments, so daily IC and
+    backtests still see full cross-sections, and the kept dates span each split's whole period.
+
+    >>> f = pd.DataFrame({"date": pd.to_datetime(["2020-01-0%d" % d for d in range(1, 8)]), "split": "train"})
+    >>> thin_dates(f, 3)["date"].dt.day.tolist()
+    [1, 4, 7]
+    """
+    if max_dates < 1:
+        raise DataError(f"max_dates_per_split must be at least 1, got {max_dates}")
+    keep = []
+    for _, part in frame.groupby("split", sort=False):
+        dates = np.sort(part["date"].unique())
+        picked = dates[np.unique(np.linspace(0, len(dates) - 1, min(max_dates, len(dates))).round().astype(int))]
+        keep.append(part.index[part["date"].isin(picked)])
+    index = np.sort(np.concatenate(keep)) if keep else np.array([], dtype=int)
+    return frame.loc[index].reset_index(drop=True)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fedloom.algorithms.base import LocalTrainingConfig
 from fedloom.algorithms.registry import METHODS, BuildContext, MethodOptions
+from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.loading import known_backbones
 from fedloom.backbone.lora import LoraSpec
 from fedloom.data.config import DataConfig
@@ -72,8 +73,11 @@ class RunConfig(_Strict):
     federation: FederationConfig = FederationConfig()
     methods: MethodOptions = MethodOptions()
 
-    def build_context(self) -> BuildContext:
-        return BuildContext(self.train, self.adapter.rank, self.adapter.alpha, self.methods)
+    def build_context(self, layout: TensorLayout | None = None) -> BuildContext:
+        """What the method registry needs; ``layout`` is the adapter's flat-vector order (after loading)."""
+        return BuildContext(
+            self.train, self.adapter.rank, self.adapter.alpha, self.rounds, self.seed, self.methods, layout
+        )
 
     @field_validator("method")
     @classmethod

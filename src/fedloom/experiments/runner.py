@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from torch import Tensor
 
 from fedloom.algorithms.registry import build_algorithm
@@ -21,11 +22,12 @@ from fedloom.backbone.features import cached_features
 from fedloom.backbone.loading import cache_root, load_backbone
 from fedloom.backbone.model import AdaptedLM
 from fedloom.backbone.peft_io import export_peft
-from fedloom.data.partition import client_views, partition_by_group
+from fedloom.data.partition import client_views, partition_table
 from fedloom.data.prompts import tokenize_prompts
 from fedloom.data.registry import load_dataset
-from fedloom.data.schema import SampleTable
-from fedloom.data.splits import chronological_split
+from fedloom.data.schema import SampleTable, TextTable
+from fedloom.data.splits import table_splits
+from fedloom.errors import ConfigError
 from fedloom.experiments.config import RunConfig, dump_config
 from fedloom.experiments.report import client_table, markdown, method_table
 from fedloom.experiments.rundir import RunDirectory
@@ -39,6 +41,7 @@ from fedloom.runtime.simulation import (
     mean_train_loss,
 )
 from fedloom.tasks.learner import Learner
+from fedloom.tasks.registry import make_task
 
 log = logging.getLogger("fedloom")
 
@@ -66,6 +69,11 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
 
     t0 = time.perf_counter()
     table = load_dataset(cfg.dataset, cfg.data)
+    if isinstance(table, TextTable):
+        raise ConfigError(
+            f"dataset {cfg.dataset!r} is a text task: it needs the generation task, which arrives with FedWeave; "
+            "the financial datasets (synthetic, acl18, bigdata22, fnspid, csi300, csi800, generic) run now"
+        )
     tokens = tokenize_prompts(table, backbone.tokenizer, cfg.data.prompt)
     seconds["data"] = time.perf_counter() - t0
 
@@ -79,11 +87,22 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
     )
     seconds["features"] = time.perf_counter() - t0
 
-    splits = chronological_split(table.dates, cfg.data.split)
-    clients = client_views(partition_by_group(table.frame["group"].to_numpy()), splits)
+    splits = table_splits(table, cfg.data.split)
+    d = cfg.data
+    partition = partition_table(table, d.partition, d.num_clients, d.alpha, d.partition_seed, splits["train"])
+    clients = client_views(partition, splits)
+    eval_targets = table.frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else None
     learners = {
         c.client_id: Learner(
-            lm, features, table.targets, table.dates, c, cfg.train.batch_size, grad_clip=cfg.train.grad_clip
+            lm,
+            features,
+            table.targets,
+            table.dates,
+            c,
+            cfg.train.batch_size,
+            task=make_task(table.task_kind, table.targets[c.train], table.num_classes),
+            eval_targets=eval_targets,
+            grad_clip=cfg.train.grad_clip,
         )
         for c in clients
     }
@@ -116,7 +135,7 @@ def run_method(
     )
     history = [RoundRecord(**r) for r in checkpoint.history] if checkpoint else []
     rundir.start_metrics(history)
-    algorithm = build_algorithm(cfg.method, cfg.build_context())
+    algorithm = build_algorithm(cfg.method, cfg.build_context(ws.lm.layout.slot()))
     runtime = InProcessRuntime(algorithm, ws.learners, cfg.federation, cfg.seed, progress)
     t0 = time.perf_counter()
     result = runtime.run(

@@ -22,9 +22,21 @@ def daily_rank_ic(predictions: np.ndarray, targets: np.ndarray, dates: np.ndarra
 
 
 def information_ratio(series: pd.Series) -> float:
-    """ICIR / RankICIR: mean over std (ddof=1) of a daily correlation series."""
+    """ICIR / RankICIR: mean over std (ddof=1) of a daily correlation series (not annualized)."""
     std = float(series.std())
     return float(series.mean()) / std if std > 0 else float("nan")
+
+
+def ic_summary(predictions: np.ndarray, targets: np.ndarray, dates: np.ndarray) -> dict[str, float]:
+    """Qlib's signal table: ``ic``, ``icir``, ``rank_ic``, ``rank_icir`` (means and mean/std of the daily
+    series). Use the raw label as ``targets``, as Qlib does."""
+    ic, rank_ic = daily_ic(predictions, targets, dates), daily_rank_ic(predictions, targets, dates)
+    return {
+        "ic": float(ic.mean()),
+        "icir": information_ratio(ic),
+        "rank_ic": float(rank_ic.mean()),
+        "rank_icir": information_ratio(rank_ic),
+    }
 
 
 def _daily_corr(predictions: np.ndarray, targets: np.ndarray, dates: np.ndarray, method: str) -> pd.Series:

@@ -27,7 +27,7 @@ from fedloom.runtime.seeding import derive_seed, generator
 from fedloom.runtime.validation import validate_upload
 from fedloom.tasks.learner import Learner
 
-HIGHER_IS_BETTER = {"ic": True, "rank_ic": True, "mse": False, "mae": False}
+HIGHER_IS_BETTER = {"mse": False, "mae": False}  # every other metric (IC, accuracy, MCC...) is higher-better
 EVAL_SPLITS = ("val", "test")
 
 
@@ -59,6 +59,7 @@ class RoundRecord:
     bytes_by_group: dict[str, dict[str, int]] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     aggregated: bool = True
+    diagnostics: dict[str, Any] = field(default_factory=dict)
     evaluation: dict[str, dict[str, dict[str, dict[str, float]]]] | None = None
     summary: dict[str, float] = field(default_factory=dict)
 
@@ -154,11 +155,11 @@ class InProcessRuntime:
     def run_round(self, rnd: int, server: Record, states: dict[str, Record]) -> tuple[Record, RoundRecord]:
         """One round: sample, download, local updates, validate, aggregate. Updates ``states`` in place
         and returns the new server state (unchanged when too few uploads are accepted)."""
+        start = time.perf_counter()
         selected = self.sample(rnd)
-        record = RoundRecord(round=rnd, selected=selected)
+        record = RoundRecord(round=rnd, selected=selected, seconds={"local": 0.0})
         downloads = self.algorithm.configure(server, selected, rnd)
         uploads: dict[str, Record] = {}
-        t0 = time.perf_counter()
         advance = self.progress.task(f"round {rnd}: local training", len(selected))
         for cid in selected:
             update = self._local_update(rnd, cid, downloads[cid], states, record)
@@ -173,11 +174,14 @@ class InProcessRuntime:
                 record.rejected[cid] = str(exc)
                 continue
             uploads[cid] = received
-        record.seconds["local"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         record.aggregated = len(uploads) >= self.cfg.min_clients
         new_server = self.algorithm.aggregate(server, uploads, rnd) if record.aggregated else server
         record.seconds["aggregate"] = time.perf_counter() - t0
+        if record.aggregated:
+            record.diagnostics = self.algorithm.diagnostics(server, uploads, new_server)
+        # everything but client compute: sampling, downloads, wire, byte counts, validation, aggregation
+        record.seconds["server"] = time.perf_counter() - start - record.seconds["local"]
         return new_server, record
 
     def _local_update(
@@ -187,12 +191,15 @@ class InProcessRuntime:
         down = bytes_by_group(download, self.wire)
         record.download_bytes[cid] = sum(down.values())
         _accumulate(record.bytes_by_group, "download", down)
+        t0 = time.perf_counter()
         try:
             update = client_round(self.algorithm, self.learners[cid], transmit(download, self.wire), states[cid],
                                   self.seed, rnd)  # fmt: skip
         except Exception as exc:  # a failing client is recorded and left out; the round goes on
             record.failures[cid] = f"{type(exc).__name__}: {exc}"
             return None
+        finally:
+            record.seconds["local"] = record.seconds.get("local", 0.0) + time.perf_counter() - t0
         up = bytes_by_group(update.upload, self.wire)
         record.upload_bytes[cid] = sum(up.values())
         _accumulate(record.bytes_by_group, "upload", up)

@@ -19,6 +19,7 @@ from fedloom.backbone.lora import DEFAULT_SLOT, Binding
 from fedloom.backbone.model import AdaptedLM
 from fedloom.data.schema import ClientData
 from fedloom.errors import ConfigError
+from fedloom.tasks.registry import Task
 from fedloom.tasks.regression import RegressionTask
 
 HEAD_PREFIX = "head."
@@ -72,15 +73,22 @@ class Learner:
         dates: np.ndarray,
         data: ClientData,
         batch_size: int,
+        task: Task | None = None,
+        eval_targets: np.ndarray | None = None,
         eval_batch_size: int = 64,
         grad_clip: float | None = None,
     ) -> None:
+        """``eval_targets`` (default: ``targets``) are what metrics compare with, e.g. the raw return
+        where training uses a normalized label (Qlib ranking)."""
         self.lm = lm
         self.features = features
         self.targets = torch.as_tensor(targets, dtype=torch.float32)
+        self.eval_targets = (
+            self.targets if eval_targets is None else torch.as_tensor(eval_targets, dtype=torch.float32)
+        )
         self.dates = dates
         self.data = data
-        self.task = RegressionTask.fitted(targets[data.train])
+        self.task = task if task is not None else RegressionTask.fitted(targets[data.train])
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.grad_clip = grad_clip
@@ -133,7 +141,7 @@ class Learner:
         optimizer = torch.optim.AdamW(
             [{"params": [live[k] for k in g.keys], "lr": g.lr, "weight_decay": g.weight_decay} for g in groups]
         )
-        losses, batches = [], self._batches(steps, generator)
+        losses, batches = [], self.batches(steps, generator)
         for rows in batches:
             loss = self.loss(live, rows, train=True, mixture=mixture)
             total = loss if regularizer is None else loss + regularizer(live)
@@ -147,6 +155,12 @@ class Learner:
             losses.append(float(loss.detach()))
         out = {k: v.detach() for k, v in live.items()}
         return FitResult(out, float(np.mean(losses)) if losses else float("nan"), len(batches), sum(map(len, batches)))
+
+    def gradient(self, params: Mapping[str, Tensor], keys: Sequence[str], rows: np.ndarray) -> dict[str, Tensor]:
+        """∇ of the task loss on ``rows`` w.r.t. the tensors ``keys`` of ``params`` (others held fixed)."""
+        live = {k: v.detach().clone().requires_grad_(k in keys) for k, v in params.items()}
+        grads = torch.autograd.grad(self.loss(live, rows), [live[k] for k in keys], allow_unused=True)
+        return {k: torch.zeros_like(live[k]) if g is None else g for k, g in zip(keys, grads, strict=True)}
 
     @torch.no_grad()
     def predict(self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE) -> np.ndarray:
@@ -162,14 +176,14 @@ class Learner:
         if len(rows) == 0:
             return {}
         predictions = self.predict(params, split, mixture)
-        return self.task.evaluate(predictions, self.targets[rows].numpy(), self.dates[rows])
+        return self.task.evaluate(predictions, self.eval_targets[rows].numpy(), self.dates[rows])
 
     def _binding(self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool, mixture: Mixture) -> Binding:
         adapters = {k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)}
         weights = None if mixture.weights is None else mixture.weights(self, params, rows)
         return Binding(adapters, slots=mixture.slots, weights=weights, top_k=mixture.top_k, train=train)
 
-    def _batches(self, steps: int, generator: torch.Generator) -> list[np.ndarray]:
+    def batches(self, steps: int, generator: torch.Generator) -> list[np.ndarray]:
         """Mini-batches drawn epoch by epoch from a seeded permutation of the training rows."""
         rows, out, order = self.data.train, [], np.zeros(0, dtype=np.int64)
         while len(out) < steps:

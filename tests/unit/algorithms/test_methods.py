@@ -34,7 +34,7 @@ def _round(algorithm, ws, rnd=1):
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_contract(name, workspace):
-    algorithm = build_algorithm(name, small_config().build_context())
+    algorithm = build_algorithm(name, small_config().build_context(workspace.lm.layout.slot()))
     server, _, downloads, updates = _round(algorithm, workspace)
     for cid, upd in updates.items():
         assert not any(k.startswith("head.") for k in upd.upload.tensors), "heads must stay private"
@@ -85,10 +85,12 @@ def test_two_rounds_end_to_end(name, workspace):
     """Every method runs two rounds on the tiny model through the runtime, with bytes recorded."""
     from fedloom.runtime.simulation import FederationConfig, InProcessRuntime
 
-    algorithm = build_algorithm(name, small_config().build_context())
-    history = InProcessRuntime(algorithm, workspace.learners, FederationConfig(), seed=0).run(
-        workspace.shared_init, rounds=2
-    ).history
+    algorithm = build_algorithm(name, small_config().build_context(workspace.lm.layout.slot()))
+    history = (
+        InProcessRuntime(algorithm, workspace.learners, FederationConfig(), seed=0)
+        .run(workspace.shared_init, rounds=2)
+        .history
+    )
     assert [r.round for r in history] == [1, 2]
     assert all(not r.failures and not r.rejected and r.aggregated for r in history)
     up = sum(sum(r.upload_bytes.values()) for r in history)

@@ -308,3 +308,46 @@ def test_feddpa_test_time_weight_is_scaled_mean_cosine():
     lam = model.mixture.weights(Stub(), {}, np.array([0, 1]))[:, 0]
     # x0: cos = (1, 0) → mean 0.5 → λ = 0.25 ; x1: cos = (0.707, 0.707) → λ = 0.354
     torch.testing.assert_close(lam, torch.tensor([0.25, 0.5 * 0.5**0.5]))
+
+
+# FwdLLM (§2.10)
+def test_fwdllm_forward_gradient_is_unbiased_on_a_quadratic():
+    """E[(∇L·v) v] = ∇L for v ~ N(0, I): the estimator's mean over many draws approaches the gradient."""
+    from fedloom.algorithms.fwdllm import FwdLLM
+
+    target = {"w": torch.tensor([1.0, -2.0, 0.5])}
+
+    class Quadratic:
+        num_train = 4
+
+        def fit(self, params, groups, steps, generator, **kw):
+            return FitResult(dict(params), 0.0, steps, steps)
+
+        def batches(self, steps, generator):
+            return [np.arange(1)] * steps
+
+        def loss(self, params, rows):
+            return 0.5 * (params["w"] - target["w"]).pow(2).sum()
+
+    algo = FwdLLM(LocalTrainingConfig(steps=4000), rounds=10, h=1e-3, perturbation_sampling=False)
+    theta = {"w": torch.zeros(3)}
+    download = algo.configure(algo.init_server(theta, ["a"]), ["a"], 1)["a"]
+    update = algo.local_update(download, Record({}), LocalContext(Quadratic(), 1, torch.Generator().manual_seed(0)))
+    estimate = update.upload.tensors["w"] / update.upload.scalars[NUM_EXAMPLES]
+    torch.testing.assert_close(estimate, theta["w"] - target["w"], atol=0.15, rtol=0.0)
+    assert update.upload.scalars["variance"] >= 0
+
+
+def test_fwdllm_server_step_schedule_and_variance_revert():
+    from fedloom.algorithms.fwdllm import CACHE, CACHED_N, GRAD, FwdLLM
+
+    algo = FwdLLM(LOCAL, rounds=10, server_lr=1.0, warmup_ratio=0.2, var_threshold=0.5)
+    assert [round(algo.learning_rate(t), 3) for t in (1, 2, 3, 10)] == [0.5, 1.0, 1.0, 0.125]
+    server = algo.init_server({"w": torch.tensor([1.0])}, ["a"])
+    noisy = {"a": Record({"w": torch.tensor([4.0])}, {NUM_EXAMPLES: 2, "variance": 0.9})}
+    s1 = algo.aggregate(server, noisy, 1)
+    assert s1.tensors["w"].item() == 1.0 and s1.tensors[CACHE + "w"].item() == 4.0 and s1.scalars[CACHED_N] == 2
+    calm = {"a": Record({"w": torch.tensor([2.0])}, {NUM_EXAMPLES: 1, "variance": 0.1})}
+    s2 = algo.aggregate(s1, calm, 2)  # pooled: (4 + 2) / (2 + 1) = 2; η_2 = 1
+    assert s2.tensors["w"].item() == pytest.approx(1.0 - 2.0) and s2.tensors[GRAD + "w"].item() == pytest.approx(2.0)
+    assert s2.tensors[CACHE + "w"].item() == 0.0 and s2.scalars[CACHED_N] == 0.0

@@ -28,7 +28,7 @@ def test_file_then_flags_then_overrides(tmp_path):
     ("overrides", "message"),
     [
         (["method=fedsgd"], "method: unknown method 'fedsgd'; available: ditto, fdlora, fedavg"),
-        (["dataset=mnist"], "dataset: unknown dataset 'mnist'; available: synthetic"),
+        (["dataset=mnist"], "dataset: unknown dataset 'mnist'; available: acl18, arc_challenge"),
         (["backbone=gpt-5"], "backbone: unknown backbone 'gpt-5'"),
         (["roundz=3"], "config key 'roundz' does not exist"),
         (["rounds=0"], "rounds: Input should be greater than or equal to 1"),

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from scipy.stats import pearsonr, spearmanr
 from sklearn import metrics as skm
 
-from fedloom.metrics.cross_section import daily_ic, daily_rank_ic, information_ratio
+from fedloom.metrics.cross_section import daily_ic, daily_rank_ic, ic_summary, information_ratio
 from fedloom.metrics.federated import macro_mean, weighted_mean, worst_quartile_mean
 from fedloom.metrics.regression import mean_absolute_error, mean_squared_error
 
@@ -55,3 +55,20 @@ def test_federated_summaries_by_hand():
     assert weighted_mean(values, {"a": 1, "b": 3, "c": 0, "d": 4, "e": 9}) == pytest.approx((0.1 + 0.9) / 8)
     assert worst_quartile_mean(values, higher_is_better=True) == pytest.approx(-0.2)
     assert worst_quartile_mean({f"c{i}": float(i) for i in range(8)}, higher_is_better=False) == pytest.approx(6.5)
+
+
+def test_ic_summary_is_qlibs_signal_table():
+    rng = np.random.default_rng(1)
+    dates = np.repeat(np.arange("2022-01-03", "2022-01-13", dtype="datetime64[D]"), 8)
+    y = rng.normal(size=len(dates))
+    pred = y + rng.normal(scale=2, size=len(dates))
+    got = ic_summary(pred, y, dates)
+    ic, ric = daily_ic(pred, y, dates), daily_rank_ic(pred, y, dates)
+    assert got == pytest.approx(
+        {
+            "ic": ic.mean(),
+            "icir": ic.mean() / ic.std(ddof=1),
+            "rank_ic": ric.mean(),
+            "rank_icir": ric.mean() / ric.std(ddof=1),
+        }
+    )

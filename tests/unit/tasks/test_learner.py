@@ -85,7 +85,7 @@ def test_unknown_tensor_is_a_clear_error(learner):
 
 
 def test_batches_cover_an_epoch_before_repeating(learner):
-    batches = learner._batches(steps=len(learner.data.train) // 8, generator=torch.Generator().manual_seed(0))
+    batches = learner.batches(steps=len(learner.data.train) // 8, generator=torch.Generator().manual_seed(0))
     seen = np.concatenate(batches)
     assert len(seen) == len(set(seen.tolist()))
 

@@ -42,7 +42,7 @@ def workspace(cfg: RunConfig) -> Any:
 
 def make_client_app(cfg: RunConfig) -> ClientApp:
     app = ClientApp()
-    algorithm = build_algorithm(cfg.method, cfg.build_context())
+    algorithm = build_algorithm(cfg.method, cfg.build_context(workspace(cfg).lm.layout.slot()))
     wire = wire_dtype(cfg.federation.wire_dtype)
 
     def client_id(context: Context) -> str:
@@ -79,7 +79,7 @@ def make_server_app(
     """The ServerApp, which starts once ``num_nodes`` SuperNodes are connected (or fails after
     ``timeout`` seconds); with ``result``, the final server state and per-round log are left in it."""
     app = ServerApp()
-    algorithm = build_algorithm(cfg.method, cfg.build_context())
+    algorithm = build_algorithm(cfg.method, cfg.build_context(workspace(cfg).lm.layout.slot()))
     wire = wire_dtype(cfg.federation.wire_dtype)
 
     @app.main()

@@ -1,0 +1,46 @@
+"""Projected directional routing on the simplex (seed 000, §3.2): alignment scores, KL mirror descent,
+and the route diagnostics of §4.4. Small pure functions on tensors."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+XI = 1e-8  # the numerical constant ξ of eqs. 10, 12, 13
+
+
+def normalize(v: Tensor, xi: float = XI) -> Tensor:
+    """v / (‖v‖₂ + ξ)  (eqs. 10 and 12)."""
+    return v / (v.norm() + xi)
+
+
+def alignment_scores(g: Tensor, signatures: Tensor, xi: float = XI) -> Tensor:
+    """s_m = ⟨g̃, v_m⟩ / (‖g̃‖ ‖v_m‖ + ξ) for signatures [M, q]  (eq. 13)."""
+    return (signatures @ g) / (g.norm() * signatures.norm(dim=1) + xi)
+
+
+def mirror_descent(route: Tensor, scores: Tensor, step: float) -> Tensor:
+    """π⁺_m ∝ π_m exp(η s_m)  (eq. 14): stays on the simplex and strictly positive."""
+    logits = route.double().log() + step * scores.double()
+    return torch.softmax(logits, dim=0).to(route.dtype)
+
+
+def softmax_route(scores: Tensor, step: float) -> Tensor:
+    """π⁺ = softmax(η s): the ablation without mirror descent (no inertia from π)."""
+    return torch.softmax(step * scores.double(), dim=0).float()
+
+
+def route_entropy(route: Tensor) -> float:
+    """Normalized entropy H = −Σ π log π / log M ∈ [0, 1]  (eq. 15); 1 for M = 1 by convention."""
+    m = route.numel()
+    if m == 1:
+        return 1.0
+    p = route.double().clamp_min(1e-300)
+    return float(-(p * p.log()).sum() / math.log(m))
+
+
+def collapsed(route: Tensor, threshold: float = 0.9) -> bool:
+    """The collapse indicator 1[max_m π_m > 0.9] of §3.2."""
+    return bool(route.max() > threshold)

@@ -1,0 +1,84 @@
+"""Where real datasets live, checking that a dataset's files are there, and the derived-table cache.
+
+The data folder is resolved in one place, in this order: an explicit argument (``--data-dir``,
+``data.data_dir``), then ``$FEDLOOM_DATA_DIR``, then ``<repo>/../shared/data`` when it exists::
+
+    shared/data/
+      acl18/        prices.csv  tweets.jsonl  sectors.csv  ...
+      qlib_cn/      csi300_daily.csv.gz  membership.csv.gz  ...
+
+Expensive derived tables (CSI300 features) are cached under ``$FEDLOOM_CACHE/data/`` as Parquet,
+keyed by the size and mtime of every source file plus the config that shaped them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from fedloom.errors import DataError
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+DATA_DIR_ENV = "FEDLOOM_DATA_DIR"
+
+
+def resolve_data_dir(explicit: Path | str | None = None) -> Path | None:
+    """The data folder: ``explicit``, else ``$FEDLOOM_DATA_DIR``, else ``<repo>/../shared/data`` if present."""
+    if explicit is not None:
+        return Path(explicit).expanduser()
+    if os.environ.get(DATA_DIR_ENV):
+        return Path(os.environ[DATA_DIR_ENV]).expanduser()
+    default = REPO_ROOT.parent / "shared" / "data"
+    return default if default.is_dir() else None
+
+
+def dataset_dir(data_dir: Path | str | None, folder: str, files: Sequence[str]) -> Path:
+    """``<data_dir>/<folder>``, after checking that every expected file is there.
+
+    The error names the folder looked in and every missing file, so a user knows what to provide.
+    """
+    root = resolve_data_dir(data_dir)
+    if root is None:
+        raise DataError(
+            f"no data folder for dataset {folder!r}: pass --data-dir, set data.data_dir or ${DATA_DIR_ENV} "
+            f"(expected {folder}/ with {', '.join(files)})"
+        )
+    path = root / folder
+    missing = [f for f in files if not (path / f).is_file()]
+    if missing:
+        raise DataError(f"dataset folder {path} is missing {', '.join(missing)} (expected: {', '.join(files)})")
+    return path
+
+
+def file_stamp(paths: Sequence[Path]) -> list[tuple[str, int, int]]:
+    """(name, size, mtime in ns) of each file: what a cache key must change with."""
+    return [(p.name, p.stat().st_size, p.stat().st_mtime_ns) for p in paths]
+
+
+def cached_frame(
+    kind: str, sources: Sequence[Path], config: dict[str, object], build: Callable[[], pd.DataFrame]
+) -> pd.DataFrame:
+    """``build()``, or its earlier result from ``$FEDLOOM_CACHE/data/<kind>-<key>.parquet``.
+
+    The key hashes the source files' size and mtime with ``config``; a change to either rebuilds.
+    The file is written atomically, so an interrupted build never leaves a half-written cache.
+    """
+    from fedloom.backbone.loading import cache_root  # deferred: pulls in transformers
+
+    key = json.dumps({"sources": file_stamp(sources), "config": config}, sort_keys=True, default=str)
+    path = cache_root() / "data" / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.parquet"
+    if path.is_file():
+        return pd.read_parquet(path)
+    frame = build()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.stem}-", suffix=".parquet", delete=False) as f:
+        staging = Path(f.name)
+    frame.to_parquet(staging)
+    staging.replace(path)
+    return frame

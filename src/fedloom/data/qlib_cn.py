@@ -1,0 +1,228 @@
+"""CSI300 / CSI800 cross-sectional ranking on China A-share daily bars (the Qlib benchmark protocol).
+
+One sample per (day t, index member i), point-in-time membership::
+
+    date        instrument  group   text  RESI5  WVMA5 … KLOW  return    target
+    2024-01-02  SH600000    Banks   ""    -0.41  1.22  … 0.03  0.0081    0.57
+
+* label (Qlib): ``return`` = Ref($close,-2)/Ref($close,-1) - 1, the close-to-close return from t+1
+  to t+2 (a prediction made after t's close trades at t+1's close); ``target`` = that label
+  z-scored across the day's members (``cs_zscore``, Qlib's CSZScoreNorm) or ranked (``cs_rank``).
+  IC and backtests use the raw ``return``, as Qlib does.
+* covariates: Alpha158 (157 without vwap) or Alpha360 (300 without vwap), see `fedloom.data.alpha`;
+  ``feature_set: compact`` keeps Qlib's 20 NN features (Alpha158) or the last 4 days (Alpha360).
+  ``feature_norm: robust_zscore`` is Qlib's RobustZScoreNorm fitted on the training split (median,
+  1.4826·MAD, clipped to ±3) followed by Fillna(0).
+* membership: ``sqlib`` intervals (exactly 300 / 800 members a day; ``fr220574`` misses some).
+  Suspended days (volume 0 or NaN, flat OHLC) become NaN bars, so they yield no sample and no label.
+* groups: Shenwan level-1 industry (a July-2023 snapshot, not point-in-time; 22 instruments have
+  none → "Unknown").
+* split: train 2018–2022, val 2023, test 2024-01-01 … 2025-06-30. Bars start on 2018-01-02, so the
+  first ``warmup_days`` trading days give no samples (their 60-day windows would be partial).
+
+Caveats carried in ``notes``: the bars are survivorship-biased (15 delisted CSI300 members have no
+bars), and CSI800 is restricted to instruments that were ever in CSI300 since 2018 (the only bars
+bundled), about 300–380 of its 800 members a day.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from pydantic import BaseModel, ConfigDict, Field
+
+from fedloom.data.alpha import ALPHA158, ALPHA360, ALPHA360_FIELDS, QLIB_NN_FEATURES, Bars
+from fedloom.data.files import cached_frame, dataset_dir
+from fedloom.data.schema import SampleTable
+from fedloom.data.splits import SplitDates
+from fedloom.errors import DataError
+
+FILES = ("csi300_daily.csv.gz", "index_daily.csv", "membership.csv.gz", "industry_sw2021.csv")
+INDEXES = {"csi300": ("CSI300", "SH000300"), "csi800": ("CSI800", "SH000906")}
+QLIB_CN_SPLIT = SplitDates(train_start="2018-01-01", val_start="2023-01-01", test_start="2024-01-01")
+LIMIT_THRESHOLD = 0.095  # Qlib's cn exchange: a move of ±9.5 % or more blocks trading that day
+MAD_SCALE, CLIP = 1.4826, 3.0
+
+
+class QlibCnConfig(BaseModel):
+    """CSI300 / CSI800 features, universe, normalization and split."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    folder: str = Field("qlib_cn", description="folder under the data dir")
+    features: Literal["alpha158", "alpha360"] = Field("alpha158", description="feature family")
+    feature_set: Literal["compact", "all"] = Field(
+        "compact", description="compact: 20 features (Qlib's NN list / last 4 days); all: 157 or 300"
+    )
+    membership: Literal["sqlib", "fr220574"] = Field("sqlib", description="point-in-time index membership source")
+    max_instruments: int | None = Field(
+        50, ge=2, description="keep the N instruments with the most member days (CPU-sized); null = all"
+    )
+    warmup_days: int = Field(60, ge=0, description="first trading days of the bars that give no samples")
+    feature_norm: Literal["robust_zscore", "none"] = Field("robust_zscore", description="feature processor")
+    label_norm: Literal["cs_zscore", "cs_rank", "none"] = Field("cs_zscore", description="training target")
+    split_dates: SplitDates = Field(QLIB_CN_SPLIT, description="train 2018–2022, val 2023, test 2024–")
+    cache: bool = Field(True, description="cache the built table under $FEDLOOM_CACHE/data")
+
+
+def read_bars(folder: Path) -> pd.DataFrame:
+    """Daily bars as stored: suspended days keep their flat OHLC (the last close)."""
+    return pd.read_csv(folder / "csi300_daily.csv.gz", parse_dates=["date"])
+
+
+def suspended(bars: pd.DataFrame) -> pd.Series:
+    """Days without trading: volume 0 or missing."""
+    return ~(bars["volume"] > 0)
+
+
+def load_bars(folder: Path) -> pd.DataFrame:
+    """Daily bars with suspended days set to NaN in every price and volume field (Qlib's convention)."""
+    bars = read_bars(folder)
+    bars.loc[suspended(bars), ["open", "high", "low", "close", "volume"]] = np.nan
+    return bars
+
+
+def membership_matrix(
+    intervals: pd.DataFrame, dates: pd.DatetimeIndex, instruments: pd.Index, source: str
+) -> pd.DataFrame:
+    """(dates × instruments) True where the instrument is in the index on that day (start ≤ d ≤ end)."""
+    rows = intervals[(intervals["source"] == source) & intervals["instrument"].isin(instruments)]
+    out = np.zeros((len(dates), len(instruments)), dtype=bool)
+    col = instruments.get_indexer(rows["instrument"])
+    lo = dates.searchsorted(pd.to_datetime(rows["start"]), side="left")
+    hi = dates.searchsorted(pd.to_datetime(rows["end"]), side="right")
+    for c, a, b in zip(col, lo, hi, strict=True):
+        out[a:b, c] = True
+    return pd.DataFrame(out, index=dates, columns=instruments)
+
+
+def qlib_label(close: pd.DataFrame) -> pd.DataFrame:
+    """Ref($close, -2) / Ref($close, -1) - 1 on a wide close frame."""
+    return close.shift(-2) / close.shift(-1) - 1
+
+
+def cross_sectional(values: pd.Series, dates: pd.Series, method: str) -> pd.Series:
+    """Per-day z-score (ddof 1; 0 on a day with one member) or rank mapped to ``(pct - 0.5) * 3.46``
+    (Qlib's CSZScoreNorm / CSRankNorm)."""
+    g = values.groupby(dates)
+    if method == "cs_zscore":
+        out = (values - g.transform("mean")) / g.transform("std")
+    elif method == "cs_rank":
+        out = (g.rank(pct=True) - 0.5) * 3.46
+    else:
+        return values
+    return out.fillna(0.0)
+
+
+def robust_zscore(x: np.ndarray, fit_rows: np.ndarray) -> np.ndarray:
+    """Qlib RobustZScoreNorm(clip_outlier) + Fillna: median / (1.4826·MAD) fitted on ``fit_rows``."""
+    fit = x[fit_rows]
+    median = np.nanmedian(fit, axis=0)
+    mad = (np.nanmedian(np.abs(fit - median), axis=0) + 1e-12) * MAD_SCALE
+    z = np.clip((x - median) / mad, -CLIP, CLIP)
+    return np.nan_to_num(z, nan=0.0).astype(np.float32)
+
+
+def feature_names(cfg: QlibCnConfig) -> tuple[str, ...]:
+    """The covariate columns the config selects."""
+    if cfg.features == "alpha158":
+        return QLIB_NN_FEATURES if cfg.feature_set == "compact" else tuple(ALPHA158)
+    if cfg.feature_set == "all":
+        return tuple(ALPHA360)
+    return tuple(f"{field}{lag}" for field in ALPHA360_FIELDS for lag in range(3, -1, -1))
+
+
+def build_qlib_table(
+    bars: pd.DataFrame, intervals: pd.DataFrame, industry: pd.DataFrame, cfg: QlibCnConfig, index: str
+) -> pd.DataFrame:
+    """The sample frame from in-memory inputs (pure, so tests can perturb bars)."""
+    if index not in INDEXES:
+        raise DataError(f"unknown index {index!r}; expected one of {sorted(INDEXES)}")
+    if index == "csi800" and cfg.membership != "sqlib":
+        raise DataError("csi800 membership exists only in source 'sqlib'; set data.qlib_cn.membership=sqlib")
+    wide = Bars.from_long(bars)
+    dates, instruments = wide.close.index, wide.close.columns
+    member = membership_matrix(intervals[intervals["index"] == INDEXES[index][0]], dates, instruments, cfg.membership)
+    split = pd.Series(cfg.split_dates.label(dates), index=dates)
+    active = (
+        member.to_numpy() & (split.to_numpy() != "")[:, None] & (np.arange(len(dates)) >= cfg.warmup_days)[:, None]
+    )
+    if cfg.max_instruments is not None and cfg.max_instruments < len(instruments):
+        days = pd.Series(active.sum(axis=0), index=instruments)
+        keep = days.sort_values(ascending=False, kind="stable").index[: cfg.max_instruments].sort_values()
+        wide = Bars.from_long(bars[bars["instrument"].isin(keep)])
+        active = active[:, instruments.get_indexer(keep)]
+        instruments = keep
+    label = qlib_label(wide.close)
+    active &= wide.close.notna().to_numpy() & label.notna().to_numpy()
+    t, i = np.nonzero(active)
+    if len(t) == 0:
+        raise DataError(f"{index}: no member-day has bars and a label inside the split dates")
+    names = feature_names(cfg)
+    library = ALPHA158 if cfg.features == "alpha158" else ALPHA360
+    x = np.empty((len(t), len(names)), dtype=np.float32)
+    for k, name in enumerate(names):
+        x[:, k] = library[name](wide).to_numpy()[t, i]
+    x[~np.isfinite(x)] = np.nan
+    day_split = split.to_numpy()[t]
+    if cfg.feature_norm == "robust_zscore":
+        x = robust_zscore(x, np.flatnonzero(day_split == "train"))
+    sector = dict(zip(industry["instrument"], industry["sw_l1_en"], strict=True))
+    frame = pd.DataFrame({"date": dates[t], "instrument": instruments[i]})
+    frame["group"] = frame["instrument"].map(sector).fillna("Unknown")
+    frame["text"] = ""
+    returns = pd.Series(label.to_numpy()[t, i])
+    tail = pd.DataFrame({"return": returns, "target": cross_sectional(returns, frame["date"], cfg.label_norm)})
+    tail["split"] = day_split
+    return pd.concat([frame, pd.DataFrame(x, columns=list(names)), tail], axis=1)
+
+
+def load_qlib_cn(data_dir: Path | str | None, cfg: QlibCnConfig, index: str) -> SampleTable:
+    """CSI300 or CSI800 from ``qlib_cn/`` (cached under ``$FEDLOOM_CACHE/data`` when ``cfg.cache``)."""
+    folder = dataset_dir(data_dir, cfg.folder, FILES)
+
+    def build() -> pd.DataFrame:
+        intervals = pd.read_csv(folder / "membership.csv.gz")
+        industry = pd.read_csv(folder / "industry_sw2021.csv")
+        return build_qlib_table(load_bars(folder), intervals, industry, cfg, index)
+
+    sources = [folder / f for f in FILES]
+    key = {"index": index, **cfg.model_dump(mode="json", exclude={"cache"})}
+    frame = cached_frame(f"qlib-{index}", sources, key, build) if cfg.cache else build()
+    notes = [
+        "bars are survivorship-biased: 15 delisted CSI300 members have none",
+        "SW industry is a July-2023 snapshot, not point-in-time",
+    ]
+    if index == "csi800":
+        notes.append("CSI800 covers only members that were in CSI300 at some time since 2018 (bundled bars)")
+    return SampleTable(frame, feature_names(cfg), index, task_kind="ranking", notes=tuple(notes))
+
+
+def market_frame(data_dir: Path | str | None, folder: str = "qlib_cn") -> pd.DataFrame:
+    """Long ``date, instrument, close, tradable, factor`` for `fedloom.metrics.portfolio.backtest`:
+    untradable = suspended, or a close-to-close move of ±9.5 % or more (Qlib's limit rule with
+    ``forbid_all_trade_at_limit``); a suspended day keeps its flat close (the last traded one)."""
+    bars = read_bars(dataset_dir(data_dir, folder, FILES)).sort_values(["instrument", "date"], kind="stable")
+    change = bars.groupby("instrument")["close"].pct_change(fill_method=None)
+    tradable = ~suspended(bars) & ~(change.abs() >= LIMIT_THRESHOLD)
+    return pd.DataFrame(
+        {
+            "date": bars["date"],
+            "instrument": bars["instrument"],
+            "close": bars["close"],
+            "tradable": tradable,
+            "factor": bars["factor"],
+        }
+    )
+
+
+def benchmark_close(data_dir: Path | str | None, code: str = "SH000300", folder: str = "qlib_cn") -> pd.Series:
+    """Daily close of an index in ``index_daily.csv`` (SH000300, SH000905, SH000906, SH000001)."""
+    frame = pd.read_csv(dataset_dir(data_dir, folder, FILES) / "index_daily.csv", parse_dates=["date"])
+    rows = frame[frame["instrument"] == code]
+    if rows.empty:
+        raise DataError(f"index_daily.csv has no rows for {code!r}; it has {sorted(frame['instrument'].unique())}")
+    return rows.set_index("date")["close"].sort_index()

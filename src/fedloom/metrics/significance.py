@@ -1,0 +1,45 @@
+"""Paired comparison of two daily metric series with a block bootstrap over trading weeks (seed 000, Table 5).
+
+For methods A and B with daily values on the same test days (e.g. daily RankIC), d_t = a_t - b_t.
+Days are grouped into calendar weeks; each bootstrap draw resamples as many weeks as there are, with
+replacement, and takes the mean of d over the drawn days. Whole weeks travel together, so serial
+dependence inside a week is kept. The CI is the percentile interval of the draws; the two-sided
+p-value is the share of centred draws at least as far from zero as the observed mean.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+
+def week_blocks(dates: pd.DatetimeIndex) -> np.ndarray:
+    """Block id per day: its Monday-starting calendar week."""
+    return dates.to_period("W-SUN").asi8
+
+
+def paired_block_bootstrap(
+    a: pd.Series, b: pd.Series, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0
+) -> dict[str, float]:
+    """Mean of a - b over the days both have, its bootstrap CI and p-value, and the sample sizes."""
+    d = (a - b).dropna().sort_index()
+    if len(d) < 2:
+        raise ValueError(f"need at least 2 paired days, got {len(d)}")
+    blocks = week_blocks(pd.DatetimeIndex(d.index))
+    _, inverse = np.unique(blocks, return_inverse=True)
+    sums = np.bincount(inverse, weights=d.to_numpy())
+    counts = np.bincount(inverse).astype(float)
+    rng = np.random.default_rng(seed)
+    draw = rng.integers(0, len(sums), size=(n_boot, len(sums)))
+    means = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
+    observed = float(d.mean())
+    tail = (1 - confidence) / 2
+    far = np.abs(means - observed) >= abs(observed)
+    return {
+        "mean_difference": observed,
+        "ci_low": float(np.quantile(means, tail)),
+        "ci_high": float(np.quantile(means, 1 - tail)),
+        "p_value": float((far.sum() + 1) / (n_boot + 1)),
+        "days": float(len(d)),
+        "weeks": float(len(sums)),
+    }

@@ -1,0 +1,228 @@
+"""Routed prototype adapters: the math as properties, behaviour on planted client groups, eq. 28 bytes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fedloom.algorithms.base import NUM_EXAMPLES, LocalContext, LocalTrainingConfig
+from fedloom.algorithms.rpa import RPA, RPAConfig
+from fedloom.algorithms.rpa.algorithm import PROTOTYPES, ROUTE, SIGNATURES
+from fedloom.algorithms.rpa.decomposition import amplification, least_norm_pieces, naive_pieces
+from fedloom.algorithms.rpa.projection import BLOCK, materialize, project
+from fedloom.algorithms.rpa.routing import alignment_scores, mirror_descent, route_entropy
+from fedloom.backbone.layout import TensorLayout
+from fedloom.backbone.lora import lora_a_key, lora_b_key
+from fedloom.runtime.communication import record_bytes, transmit
+from fedloom.tasks.learner import FitResult
+
+simplex = st.lists(st.floats(0.01, 1.0), min_size=1, max_size=8).map(lambda w: torch.tensor(w) / sum(w))
+
+
+# eq. 19–21: least-norm decomposition
+@settings(max_examples=100, deadline=None)
+@given(route=simplex, seed=st.integers(0, 10_000))
+def test_reconstruction_identity(route, seed):
+    R = torch.randn(17, generator=torch.Generator().manual_seed(seed), dtype=torch.float64)
+    pieces = least_norm_pieces(R, route.double())
+    torch.testing.assert_close((route.double().unsqueeze(1) * pieces).sum(0), R)  # eq. 20
+
+
+@settings(max_examples=100, deadline=None)
+@given(route=simplex, seed=st.integers(0, 10_000))
+def test_any_other_exact_decomposition_has_larger_norm(route, seed):
+    g = torch.Generator().manual_seed(seed)
+    R = torch.randn(9, generator=g, dtype=torch.float64)
+    pi = route.double()
+    best = least_norm_pieces(R, pi)
+    N = torch.randn(len(pi), 9, generator=g, dtype=torch.float64)
+    N -= torch.outer(pi, pi @ N) / pi.pow(2).sum()  # project onto Σ_m π_m N_m = 0
+    other = best + N
+    torch.testing.assert_close((pi.unsqueeze(1) * other).sum(0), R)  # still exact
+    assert other.pow(2).sum() >= best.pow(2).sum() - 1e-9
+    if N.abs().max() > 1e-6:
+        assert other.pow(2).sum() > best.pow(2).sum()
+
+
+@settings(max_examples=100, deadline=None)
+@given(route=simplex)
+def test_amplification_is_bounded_by_sqrt_m(route):
+    assert amplification(route).max() <= math.sqrt(len(route)) + 1e-5  # eq. 21
+
+
+def test_naive_decomposition_reconstructs_the_squared_norm_scaled_residual():
+    R, pi = torch.ones(3), torch.tensor([0.5, 0.5])
+    assert (pi.unsqueeze(1) * naive_pieces(R, pi)).sum(0).tolist() == pytest.approx([0.5] * 3)
+
+
+# eq. 14–15: mirror descent and entropy
+@settings(max_examples=100, deadline=None)
+@given(route=simplex, seed=st.integers(0, 10_000), step=st.floats(0.01, 5.0))
+def test_mirror_descent_stays_on_the_simplex_and_positive(route, seed, step):
+    scores = torch.rand(len(route), generator=torch.Generator().manual_seed(seed)) * 2 - 1
+    new = mirror_descent(route, scores, step)
+    assert torch.all(new > 0)
+    assert float(new.sum()) == pytest.approx(1.0, abs=1e-5)
+    expected = route.double() * torch.exp(step * scores.double())
+    torch.testing.assert_close(new.double(), expected / expected.sum(), atol=1e-6, rtol=1e-5)
+    assert 0.0 <= route_entropy(new) <= 1.0 + 1e-9
+
+
+def test_alignment_scores_are_cosines():
+    g = torch.tensor([1.0, 0.0])
+    v = torch.tensor([[2.0, 0.0], [0.0, 3.0], [-1.0, -1.0]])
+    assert alignment_scores(g, v).tolist() == pytest.approx([1.0, 0.0, -(0.5**0.5)], abs=1e-6)
+
+
+# eq. 8: the projection
+def test_projection_is_identical_from_the_seed_and_equals_the_materialized_matrix():
+    d = BLOCK + 123  # crosses a block boundary
+    v = torch.randn(d, generator=torch.Generator().manual_seed(1))
+    a, b = project(v, seed=7, q=32), project(v.clone(), seed=7, q=32)
+    assert torch.equal(a, b)  # client and server derive the same P
+    P = materialize(d, seed=7, q=32)
+    assert P.unique().tolist() == pytest.approx([-(32**-0.5), 32**-0.5])
+    torch.testing.assert_close(a, P @ v, atol=1e-3, rtol=1e-4)
+    assert not torch.equal(project(v, seed=8, q=32), a)
+
+
+@pytest.mark.parametrize("kind", ["rademacher", "gaussian"])
+def test_projection_preserves_cosines_within_the_jl_bound(kind):
+    q, d, n, eps = 256, 4096, 12, 0.35
+    g = torch.Generator().manual_seed(3)
+    base = torch.randn(d, generator=g)
+    vectors = [base + torch.randn(d, generator=g) * s for s in np.linspace(0.2, 3.0, n)]
+    projected = [project(v, seed=11, q=q, kind=kind) for v in vectors]
+    for i in range(n):
+        for j in range(i + 1, n):
+            true = torch.nn.functional.cosine_similarity(vectors[i], vectors[j], dim=0)
+            est = torch.nn.functional.cosine_similarity(projected[i], projected[j], dim=0)
+            assert abs(float(true - est)) <= eps  # JL: q = 256 ≫ log(n)/ε²-scale distortion
+
+
+# behaviour on planted client groups, with a quadratic learner
+P0 = "model.layers.0.self_attn.q_proj"
+R_, DIN, DOUT = 2, 6, 5
+SHARED = {lora_a_key(P0): torch.rand(R_, DIN, generator=torch.Generator().manual_seed(0)) * 0.4 - 0.2,
+          lora_b_key(P0): torch.zeros(DOUT, R_)}  # fmt: skip
+LAYOUT = TensorLayout.of(SHARED)
+
+
+class Quadratic:
+    """Loss ½‖θ − θ*‖² over the flat adapter; gradient with a little noise; fit = gradient steps."""
+
+    def __init__(self, target: torch.Tensor, seed: int) -> None:
+        self.target, self.num_train = target, 10
+        self.data = type("D", (), {"train": np.arange(10)})()
+        self.g = torch.Generator().manual_seed(seed)
+
+    def init_head(self, generator):
+        return {}
+
+    def gradient(self, params, keys, rows):
+        flat = LAYOUT.flatten({k: params[k] for k in LAYOUT.keys})
+        return LAYOUT.unflatten(flat - self.target + 0.05 * torch.randn(flat.shape, generator=self.g))
+
+    def fit(self, params, groups, steps, generator, **kw):
+        trained = {k for grp in groups for k in grp.keys}
+        flat = LAYOUT.flatten({k: params[k] for k in LAYOUT.keys})
+        for _ in range(steps):
+            flat = flat - 0.3 * (flat - self.target)
+        out = dict(params)
+        if trained & set(LAYOUT.keys):
+            out.update(LAYOUT.unflatten(flat))
+        return FitResult(out, 0.0, steps, steps)
+
+
+def run_planted(rounds: int = 30, **cfg):
+    g = torch.Generator().manual_seed(1)
+    base = LAYOUT.flatten(SHARED)
+    targets = []
+    for _ in range(2):
+        t = base.clone()
+        t[R_ * DIN :] += torch.randn(LAYOUT.numel - R_ * DIN, generator=g)
+        targets.append(t)
+    algo = RPA(LocalTrainingConfig(steps=3), RPAConfig(projection_dim=16, **{"prototypes": 2, **cfg}), 0, LAYOUT)
+    clients = {f"{grp}{i}": Quadratic(targets[k], 10 * k + i) for k, grp in enumerate("ab") for i in range(4)}
+    server = algo.init_server(SHARED, list(clients))
+    states = {c: algo.init_client(SHARED, lrn, None) for c, lrn in clients.items()}
+    for k in range(1, rounds + 1):
+        downloads = algo.configure(server, list(clients), k)
+        uploads = {}
+        for c, lrn in clients.items():
+            update = algo.local_update(downloads[c], states[c], LocalContext(lrn, k, torch.Generator().manual_seed(k)))
+            uploads[c], states[c] = update.upload, update.state
+        server = algo.aggregate(server, uploads, k)
+    routes = {c: s.tensors[ROUTE] for c, s in states.items()}
+    protos = server.tensors[PROTOTYPES]
+    return routes, protos
+
+
+def test_routes_separate_by_group_and_prototypes_diverge():
+    routes, protos = run_planted()
+    a = torch.stack([routes[f"a{i}"] for i in range(4)])
+    b = torch.stack([routes[f"b{i}"] for i in range(4)])
+    favourite = int(a.mean(0).argmax())
+    assert int(b.mean(0).argmax()) != favourite  # the groups pick different prototypes
+    assert a[:, favourite].min() > 0.8 and b[:, favourite].max() < 0.2
+    assert float((protos[0] - protos[1]).norm()) > 2.0
+
+
+def test_with_the_symmetric_init_nothing_separates():
+    routes, protos = run_planted(symmetric_init=True)
+    for r in routes.values():
+        torch.testing.assert_close(r, torch.full((2,), 0.5))
+    torch.testing.assert_close(protos[0], protos[1])
+
+
+def test_fixed_route_stays_uniform_and_m1_is_residual_fedavg():
+    routes, _ = run_planted(rounds=5, route_update="fixed")
+    assert all(torch.equal(r, torch.full((2,), 0.5)) for r in routes.values())
+    routes, _ = run_planted(rounds=5, prototypes=1)
+    assert all(torch.equal(r, torch.ones(1)) for r in routes.values())
+    # M = 1: the single prototype moves by the sample-weighted mean residual (FedAvg on residuals)
+    algo = RPA(LocalTrainingConfig(steps=3), RPAConfig(prototypes=1, projection_dim=4), 0, LAYOUT)
+    server = algo.init_server(SHARED, ["x", "y"])
+    learners = {"x": Quadratic(torch.ones(LAYOUT.numel), 0), "y": Quadratic(-torch.ones(LAYOUT.numel), 1)}
+    ups = {}
+    for c, q in learners.items():
+        update = algo.local_update(algo.configure(server, [c], 1)[c], algo.init_client(SHARED, q, None),
+                                   LocalContext(q, 1, torch.Generator()))  # fmt: skip
+        ups[c] = transmit(update.upload, torch.float32)
+    new = algo.aggregate(server, ups, 1)
+    mean = (ups["x"].tensors["residual"] + ups["y"].tensors["residual"]) / 2
+    torch.testing.assert_close(new.tensors[PROTOTYPES][0], server.tensors[PROTOTYPES][0] + mean)
+
+
+def test_literal_gradient_sign_barely_separates():
+    """Documents the deviation: eq. 13 read literally (score +g) hardly moves routes on planted groups."""
+    routes, _ = run_planted(score_direction="gradient")
+    assert max(float(r.max()) for r in routes.values()) < 0.7
+
+
+def test_without_local_residual_the_pool_never_moves():
+    _, protos = run_planted(rounds=3, local_residual=False)
+    algo = RPA(LocalTrainingConfig(), RPAConfig(prototypes=2, projection_dim=16), 0, LAYOUT)
+    torch.testing.assert_close(protos, algo.init_server(SHARED, []).tensors[PROTOTYPES])
+
+
+# eq. 28: bytes from the payloads
+def test_communication_matches_eq_28():
+    m, q = 4, 256
+    algo = RPA(LocalTrainingConfig(), RPAConfig(prototypes=m, projection_dim=q), 0, LAYOUT)
+    server = algo.init_server(SHARED, ["x"])
+    download = algo.configure(server, ["x"], 1)["x"]
+    d, b, b_n = LAYOUT.numel, 2, 8
+    assert record_bytes(download, torch.bfloat16) == m * d * b + m * q * b
+    learner = Quadratic(torch.zeros(d), 0)
+    upload = algo.local_update(
+        download, algo.init_client(SHARED, learner, None), LocalContext(learner, 1, torch.Generator())
+    ).upload
+    assert set(upload.scalars) == {NUM_EXAMPLES}
+    assert record_bytes(upload, torch.bfloat16) == d * b + m * b + b_n
+    assert download.tensors[SIGNATURES].shape == (m, q)

@@ -95,11 +95,22 @@ def test_malformed_yaml_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
 
 def test_compare_shares_one_workspace(tmp_path, monkeypatch, capsys):
     out = tmp_path / "cmp"
-    argv = ["fedloom", "compare", "--methods", "local,fedavg", "--backbone", "tiny-random-llama",
+    argv = ["fedloom", "compare", "--methods", "local,fedavg,rpa", "--backbone", "tiny-random-llama",
             "--rounds", "1", "--out", str(out), *SMALL]  # fmt: skip
     monkeypatch.setattr(sys, "argv", argv)
     main()
     report = (out / "report.md").read_text()
-    assert "| local |" in report and "| fedavg |" in report
+    assert "| local |" in report and "| fedavg |" in report and "| rpa |" in report
+    assert "Per-client gain in `test/ic` over FedAvg" in report and "Spearman" in report
+    routes = json.loads((out / "rpa" / "routes.json").read_text())
+    assert set(routes["routes"]) == set(routes["group"]) == {"energy", "financials", "technology"}
+    assert all(abs(sum(r) - 1) < 1e-4 and len(r) == 4 for r in routes["routes"].values())
+    assert (out / "rpa" / "routes.png").stat().st_size > 1000
+    rounds = [json.loads(line) for line in (out / "rpa" / "metrics.jsonl").read_text().splitlines()]
+    assert {"route_entropy", "collapse_rate", "prototype_load", "load_imbalance", "prototype_update_norm"} <= set(
+        rounds[-1]["diagnostics"]
+    )
+    assert all({"route_entropy", "route_change", "residual_strength", "routing_seconds"} <= set(m)
+               for m in rounds[-1]["train"].values())  # fmt: skip
     local = json.loads((out / "local" / "summary.json").read_text())
     assert local["communication"] == {"download_bytes": 0, "upload_bytes": 0, "by_group": {}}

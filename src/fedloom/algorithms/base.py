@@ -110,6 +110,10 @@ class Algorithm(ABC):
         """Server-side per-round diagnostics for the run log (routes, loads, norms...); none by default."""
         return {}
 
+    def final_report(self, server: Record, clients: Mapping[str, Record]) -> dict[str, Any]:
+        """JSON-able end-of-run artifacts (e.g. RPA's route matrix); none by default."""
+        return {}
+
     def upload_spec(self, download: Record, client: str) -> UploadSpec:
         """The upload the server accepts from ``client``; by default the downloaded tensors + sample count."""
         return UploadSpec(TensorLayout.of(download.tensors))

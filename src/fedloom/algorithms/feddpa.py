@@ -31,8 +31,8 @@ from fedloom.algorithms.base import (
     LocalTrainingConfig,
     Record,
 )
-from fedloom.algorithms.lora_math import fresh_lora, module_paths
-from fedloom.backbone.lora import DEFAULT_SLOT, lora_a_key, lora_b_key
+from fedloom.algorithms.lora_math import fresh_lora, module_shapes
+from fedloom.backbone.lora import DEFAULT_SLOT, lora_a_key
 from fedloom.tasks.learner import HEAD_PREFIX, Learner, Mixture
 
 LOCAL_SLOT = "local"
@@ -76,8 +76,7 @@ class FedDPA(Algorithm):
         return Record(weighted_average([u.tensors for u in ups], weights))
 
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:
-        shapes = {p: (shared_init[lora_b_key(p)].shape[0], shared_init[lora_a_key(p)].shape[1])
-                  for p in module_paths(shared_init)}  # fmt: skip
+        shapes = module_shapes(shared_init)
         local = to_slot(fresh_lora(shapes, shared_init[lora_a_key(next(iter(shapes)))].shape[0], generator),
                         DEFAULT_SLOT, LOCAL_SLOT)  # fmt: skip
         picks = torch.randperm(learner.num_train, generator=generator)[: self.instances]

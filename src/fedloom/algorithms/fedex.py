@@ -28,7 +28,7 @@ from fedloom.algorithms.base import (
     Record,
     UploadSpec,
 )
-from fedloom.algorithms.lora_math import delta_weight, module_paths
+from fedloom.algorithms.lora_math import delta_weight, module_paths, zero_base_deltas
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import base_delta_key, lora_a_key, lora_b_key
 from fedloom.tasks.learner import Learner
@@ -59,11 +59,7 @@ class FedExLoRA(Algorithm):
         self.alpha = alpha
 
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
-        deltas = {}
-        for path in module_paths(shared_init):
-            d_out, d_in = shared_init[lora_b_key(path)].shape[0], shared_init[lora_a_key(path)].shape[1]
-            deltas[base_delta_key(path)] = torch.zeros(d_out, d_in)
-        return Record({**shared_init, **deltas})
+        return Record({**shared_init, **zero_base_deltas(shared_init)})
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
         return {c: Record(server.tensors) for c in clients}

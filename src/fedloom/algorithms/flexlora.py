@@ -15,24 +15,25 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor
 
-from fedloom.algorithms.base import (
-    NUM_EXAMPLES,
-    Algorithm,
-    ClientModel,
-    ClientUpdate,
-    LocalContext,
-    LocalTrainingConfig,
-    Record,
+from fedloom.algorithms.base import NUM_EXAMPLES, LocalTrainingConfig, Record
+from fedloom.algorithms.fedavg import FedAvg
+from fedloom.algorithms.lora_math import (
+    assign_ranks,
+    delta_weight,
+    fresh_lora,
+    module_paths,
+    module_shapes,
+    svd_factors,
 )
-from fedloom.algorithms.lora_math import assign_ranks, delta_weight, fresh_lora, module_paths, svd_factors
 from fedloom.backbone.lora import lora_a_key, lora_b_key
-from fedloom.tasks.learner import Learner
 
 RANK = "rank"
 GLOBAL = ".global_delta"
 
 
-class FlexLoRA(Algorithm):
+class FlexLoRA(FedAvg):
+    """Server half of its own; the client half is FedAvg's (train the downloaded LoRA and the head)."""
+
     name = "flexlora"
 
     def __init__(self, local: LocalTrainingConfig, alpha: float, rank: int, ranks: Sequence[int] | None = None):
@@ -40,10 +41,7 @@ class FlexLoRA(Algorithm):
         self.alpha, self.rank, self.ranks = alpha, rank, list(ranks) if ranks else None
 
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
-        shapes = {
-            p: (shared_init[lora_b_key(p)].shape[0], shared_init[lora_a_key(p)].shape[1])
-            for p in module_paths(shared_init)
-        }
+        shapes = module_shapes(shared_init)
         ranks = assign_ranks(clients, self.ranks, self.rank)
         init = {}
         for r in sorted(set(ranks.values())):  # PEFT's init per rank, identical on every party
@@ -81,18 +79,3 @@ class FlexLoRA(Algorithm):
                 for u in ups
             )
         return Record(out, dict(server.scalars))
-
-    def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:
-        return Record(learner.init_head(generator))
-
-    def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
-        params = self.client_model(download, state).params
-        fit = ctx.learner.fit(params, self.param_groups(list(params)), self.local.steps, ctx.generator)
-        return ClientUpdate(
-            upload=Record({k: fit.params[k] for k in download.tensors}, {NUM_EXAMPLES: ctx.learner.num_train}),
-            state=Record({k: fit.params[k] for k in state.tensors}),
-            metrics={"train_loss": fit.loss},
-        )
-
-    def client_model(self, download: Record, state: Record) -> ClientModel:
-        return ClientModel({**download.tensors, **state.tensors})

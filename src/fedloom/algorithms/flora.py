@@ -27,7 +27,7 @@ from fedloom.algorithms.base import (
     Record,
     UploadSpec,
 )
-from fedloom.algorithms.lora_math import assign_ranks, base_delta_shapes, fresh_lora, module_paths, stack_loras
+from fedloom.algorithms.lora_math import assign_ranks, base_delta_shapes, fresh_lora, stack_loras, zero_base_deltas
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import base_delta_key, lora_a_key, lora_b_key
 from fedloom.tasks.learner import Learner, Mixture
@@ -43,12 +43,8 @@ class FLoRA(Algorithm):
         self.alpha, self.rank, self.ranks = alpha, rank, list(ranks) if ranks else None
 
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
-        deltas = {
-            base_delta_key(p): torch.zeros(shared_init[lora_b_key(p)].shape[0], shared_init[lora_a_key(p)].shape[1])
-            for p in module_paths(shared_init)
-        }
         ranks = assign_ranks(clients, self.ranks, self.rank)
-        return Record(deltas, {f"{RANK}/{c}": r for c, r in ranks.items()})
+        return Record(zero_base_deltas(shared_init), {f"{RANK}/{c}": r for c, r in ranks.items()})
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
         return {c: Record(server.tensors, {RANK: server.scalars[f"{RANK}/{c}"]}) for c in clients}

@@ -17,6 +17,16 @@ def module_paths(tensors: Mapping[str, Tensor]) -> list[str]:
     return [k.removesuffix(A_SUFFIX) for k in tensors if k.endswith(A_SUFFIX)]
 
 
+def module_shapes(tensors: Mapping[str, Tensor]) -> dict[str, tuple[int, int]]:
+    """Module path → (d_out, d_in) of every adapted module of a single-slot LoRA tensor dict."""
+    return {p: (tensors[lora_b_key(p)].shape[0], tensors[lora_a_key(p)].shape[1]) for p in module_paths(tensors)}
+
+
+def zero_base_deltas(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """A zero dense ΔW₀ [d_out, d_in] per adapted module (FedEx-LoRA and FLoRA start from these)."""
+    return {base_delta_key(p): torch.zeros(d_out, d_in) for p, (d_out, d_in) in module_shapes(tensors).items()}
+
+
 def delta_weight(A: Tensor, B: Tensor, alpha: float) -> Tensor:
     """ΔW = (α / r) · B A  [d_out, d_in] for A [r, d_in], B [d_out, r] (PEFT scaling, r = A's rank)."""
     return (alpha / A.shape[0]) * (B @ A)

@@ -54,6 +54,9 @@ class RunDirectory:
     def write_summary(self, summary: dict[str, Any]) -> None:
         atomic_write(self.path / "summary.json", json.dumps(_finite(summary), indent=2))
 
+    def write_json(self, name: str, value: Any) -> None:
+        atomic_write(self.path / name, json.dumps(_finite(value), indent=2))
+
     def write_report(self, markdown: str) -> None:
         atomic_write(self.path / "report.md", markdown)
 

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.stats import spearmanr
 from torch import Tensor
 
 from fedloom.algorithms.registry import build_algorithm
@@ -29,8 +30,10 @@ from fedloom.data.schema import SampleTable, TextTable
 from fedloom.data.splits import table_splits
 from fedloom.errors import ConfigError
 from fedloom.experiments.config import RunConfig, dump_config
-from fedloom.experiments.report import client_table, markdown, method_table
+from fedloom.experiments.plots import route_heatmap
+from fedloom.experiments.report import client_table, fmt, markdown, method_table
 from fedloom.experiments.rundir import RunDirectory
+from fedloom.metrics.heterogeneity import heterogeneity_scores
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.seeding import generator
 from fedloom.runtime.simulation import (
@@ -148,6 +151,12 @@ def run_method(
     )
     wall = time.perf_counter() - t0
     summary = build_summary(cfg, ws, result, wall)
+    artifacts = algorithm.final_report(result.server, result.clients)
+    if "routes" in artifacts:
+        groups = client_groups(ws)
+        rundir.write_json("routes.json", {"routes": artifacts["routes"], "group": groups, **artifacts})
+        route_heatmap(artifacts["routes"], groups, out / "routes.png",
+                      f"{cfg.method} on {cfg.dataset}\nfinal routes, rows by dominant prototype")  # fmt: skip
     rundir.write_summary(summary)
     rundir.write_report(single_report(summary))
     layout = ws.lm.layout.slot()
@@ -170,6 +179,26 @@ def best_round(history: list[RoundRecord], metric: str) -> RoundRecord:
     return max(scored, key=lambda t: t[:2])[2] if scored else evaluated[-1]
 
 
+def client_groups(ws: Workspace) -> dict[str, str]:
+    """Each client's most common group (its sector, for sector partitions) — the heatmap's labels."""
+    groups = ws.table.frame["group"].astype(str).to_numpy()
+    out = {}
+    for cid, learner in ws.learners.items():
+        values, counts = np.unique(groups[learner.data.train], return_counts=True)
+        out[cid] = str(values[np.argmax(counts)])
+    return out
+
+
+def client_heterogeneity(ws: Workspace) -> dict[str, float]:
+    """Seed 000 eq. 26 per client, from its training targets and covariates."""
+    covariates = ws.table.frame[list(ws.table.covariates)].to_numpy(float) if ws.table.covariates else None
+    targets = {c: ws.table.targets[lrn.data.train] for c, lrn in ws.learners.items()}
+    if covariates is None:
+        return {}
+    bins = None if ws.table.task_kind == "classification" else 10
+    return heterogeneity_scores(targets, {c: covariates[lrn.data.train] for c, lrn in ws.learners.items()}, bins)
+
+
 def build_summary(cfg: RunConfig, ws: Workspace, result: SimulationResult, wall: float) -> dict[str, Any]:
     """Test metrics at the round chosen on validation (``metrics``) and after the last round."""
     metric = next(iter(ws.learners.values())).task.primary_metric
@@ -187,9 +216,12 @@ def build_summary(cfg: RunConfig, ws: Workspace, result: SimulationResult, wall:
             for g, n in groups.items():
                 by_group.setdefault(direction, {}).setdefault(g, 0)
                 by_group[direction][g] += n
+    for cid, score in client_heterogeneity(ws).items():
+        per_client[cid]["heterogeneity"] = score
     return {
         "method": cfg.method,
         "dataset": cfg.dataset,
+        "primary_metric": metric,
         "synthetic": ws.table.synthetic,
         "backbone": cfg.backbone,
         "rounds": cfg.rounds,
@@ -223,11 +255,48 @@ def single_report(summary: dict[str, Any]) -> str:
 
 
 def comparison_report(summaries: list[dict[str, Any]]) -> str:
+    """The method table, and where FedAvg ran, each method's per-client gain over it beside the
+    client's heterogeneity score (seed 000 eq. 26) with their Spearman correlation."""
     s0 = summaries[0]
     label = " (SYNTHETIC data)" if s0["synthetic"] else ""
     return (
         f"# Method comparison on {s0['dataset']}{label}\n\n"
         f"Backbone `{s0['backbone']}`, {s0['rounds']} rounds, seed {s0['seed']}; personalized test metrics at "
         "the round with the best validation score (column `round`; IC / RankIC: macro mean over clients of "
-        "the mean daily correlation; MSE / MAE: weighted by test rows).\n\n" + markdown(method_table(summaries))
+        "the mean daily correlation; MSE / MAE: weighted by test rows).\n\n"
+        + markdown(method_table(summaries))
+        + gain_section(summaries)
     )
+
+
+def gain_section(summaries: list[dict[str, Any]]) -> str:
+    base = next((s for s in summaries if s["method"] == "fedavg"), None)
+    if base is None:
+        return ""
+    metric = f"test/{base['primary_metric']}"
+    clients = sorted(base["per_client"])
+    others = [s for s in summaries if s["method"] != "fedavg"]
+    header = ["client", "heterogeneity", *(f"{s['method']} − fedavg" for s in others)]
+    rows, notes = [], []
+    for c in clients:
+        row = [c, fmt(base["per_client"][c].get("heterogeneity"))]
+        row += [fmt(_gain(s, base, c, metric)) for s in others]
+        rows.append(row)
+    for s in others:
+        gains = [_gain(s, base, c, metric) for c in clients]
+        het = [base["per_client"][c].get("heterogeneity", math.nan) for c in clients]
+        ok = [(h, g) for h, g in zip(het, gains, strict=True) if math.isfinite(h) and math.isfinite(g)]
+        rho = spearmanr([h for h, _ in ok], [g for _, g in ok]).statistic if len(ok) > 2 else math.nan
+        notes.append(f"* {s['method']}: Spearman ρ(heterogeneity, gain) = {fmt(float(rho))} over {len(ok)} clients")
+    return (
+        f"\n## Per-client gain in `{metric}` over FedAvg\n\n"
+        + markdown((header, rows))
+        + "\n"
+        + "\n".join(notes)
+        + "\n"
+    )
+
+
+def _gain(s: dict[str, Any], base: dict[str, Any], client: str, metric: str) -> float:
+    a, b = s["per_client"].get(client, {}).get(metric), base["per_client"][client].get(metric)
+    return float(a) - float(b) if a is not None and b is not None else math.nan

@@ -226,3 +226,44 @@ def test_communication_matches_eq_28():
     assert set(upload.scalars) == {NUM_EXAMPLES}
     assert record_bytes(upload, torch.bfloat16) == d * b + m * b + b_n
     assert download.tensors[SIGNATURES].shape == (m, q)
+
+
+ABLATIONS = {
+    "full": {},
+    "M=1": {"prototypes": 1},
+    "fixed_route": {"route_update": "fixed"},
+    "softmax_route": {"route_update": "softmax"},
+    "full_dimensional": {"projection": "full"},
+    "gaussian_projection": {"projection": "gaussian"},
+    "no_local_residual": {"local_residual": False},
+    "naive_decomposition": {"decomposition": "naive"},
+    "no_signature_refresh": {"signature_refresh": False},
+    "eval_residual_keep": {"eval_residual": "keep"},
+    "calibration_batch_4": {"calibration_batch": 4},
+    "literal_score_sign": {"score_direction": "gradient"},
+}
+
+
+@pytest.fixture(scope="module")
+def tiny_workspace():
+    from fedloom.experiments.runner import prepare_workspace
+    from tests.conftest import small_config
+
+    return prepare_workspace(small_config())
+
+
+@pytest.mark.parametrize("name", sorted(ABLATIONS))
+def test_every_ablation_runs_two_rounds_on_the_tiny_model(name, tiny_workspace):
+    from fedloom.runtime.simulation import FederationConfig, InProcessRuntime
+    from tests.conftest import small_config
+
+    ws = tiny_workspace
+    cfg = RPAConfig(projection_dim=32, **ABLATIONS[name])
+    algo = RPA(small_config().train, cfg, seed=0, layout=ws.lm.layout.slot())
+    fed = FederationConfig(fraction=0.67)  # partial participation: unsampled clients keep their route
+    history = InProcessRuntime(algo, ws.learners, fed, seed=0).run(ws.shared_init, rounds=2).history
+    assert all(not r.failures and not r.rejected for r in history)
+    assert {"route_entropy", "load_imbalance"} <= set(history[-1].diagnostics)
+    assert np.isfinite(history[-1].summary["personal/test/mse/macro"])
+    d = ws.lm.layout.slot().numel
+    assert all(n == d * 2 + cfg.prototypes * 2 + 8 for n in history[-1].upload_bytes.values())

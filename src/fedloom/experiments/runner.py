@@ -24,7 +24,7 @@ from fedloom.backbone.loading import cache_root, load_backbone
 from fedloom.backbone.model import AdaptedLM
 from fedloom.backbone.peft_io import export_peft
 from fedloom.data.partition import client_views, partition_table
-from fedloom.data.prompts import tokenize_prompts
+from fedloom.data.prompts import tokenize_prompts, uses_numeric_side_channel
 from fedloom.data.registry import load_dataset
 from fedloom.data.schema import SampleTable, TextTable
 from fedloom.data.splits import table_splits
@@ -45,6 +45,7 @@ from fedloom.runtime.simulation import (
 )
 from fedloom.tasks.learner import Learner
 from fedloom.tasks.registry import make_task
+from fedloom.tasks.side_channel import SideChannel
 
 log = logging.getLogger("fedloom")
 
@@ -95,6 +96,11 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
     partition = partition_table(table, d.partition, d.num_clients, d.alpha, d.partition_seed, splits["train"])
     clients = client_views(partition, splits)
     eval_targets = table.frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else None
+    numeric = None
+    if uses_numeric_side_channel(d.prompt):
+        if not table.covariates:
+            raise ConfigError(f"prompt.inputs=text+numeric needs covariates; dataset {table.name!r} has none")
+        numeric = table.frame[list(table.covariates)].to_numpy(np.float64)
     learners = {
         c.client_id: Learner(
             lm,
@@ -106,6 +112,7 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
             task=make_task(table.task_kind, table.targets[c.train], table.num_classes),
             eval_targets=eval_targets,
             grad_clip=cfg.train.grad_clip,
+            side_channel=None if numeric is None else SideChannel.fitted(numeric, c.train),
         )
         for c in clients
     }

@@ -20,6 +20,7 @@ from fedloom.backbone.model import AdaptedLM
 from fedloom.data.schema import ClientData
 from fedloom.errors import ConfigError
 from fedloom.tasks.registry import Task
+from fedloom.tasks.side_channel import SideChannel
 from fedloom.tasks.regression import RegressionTask
 
 HEAD_PREFIX = "head."
@@ -77,9 +78,11 @@ class Learner:
         eval_targets: np.ndarray | None = None,
         eval_batch_size: int = 64,
         grad_clip: float | None = None,
+        side_channel: SideChannel | None = None,
     ) -> None:
         """``eval_targets`` (default: ``targets``) are what metrics compare with, e.g. the raw return
-        where training uses a normalized label (Qlib ranking)."""
+        where training uses a normalized label (Qlib ranking); ``side_channel`` feeds covariates to
+        the head beside the pooled hidden state."""
         self.lm = lm
         self.features = features
         self.targets = torch.as_tensor(targets, dtype=torch.float32)
@@ -92,6 +95,7 @@ class Learner:
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
         self.grad_clip = grad_clip
+        self.side_channel = side_channel
 
     @property
     def client_id(self) -> str:
@@ -102,7 +106,17 @@ class Learner:
         return self.data.num_train
 
     def init_head(self, generator: torch.Generator) -> dict[str, Tensor]:
-        return self.task.init_head(self.lm.hidden_size, generator)
+        if self.side_channel is None:
+            return self.task.init_head(self.lm.hidden_size, generator)
+        width = self.lm.hidden_size + self.side_channel.width
+        return {**self.task.init_head(width, generator), **self.side_channel.init(generator)}
+
+    def head_features(
+        self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
+    ) -> Tensor:
+        """What the head reads: the pooled hidden state, plus the side channel when there is one."""
+        pooled = self.pooled(params, rows, train, mixture)
+        return pooled if self.side_channel is None else self.side_channel.features(_head(params), pooled, rows)
 
     def pooled(
         self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
@@ -115,8 +129,8 @@ class Learner:
         self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
     ) -> Tensor:
         """Task loss of ``params`` on the given rows (differentiable w.r.t. every tensor in ``params``)."""
-        pooled = self.pooled(params, rows, train, mixture)
-        return self.task.loss(_head(params), pooled, self.targets[torch.as_tensor(rows)])
+        features = self.head_features(params, rows, train, mixture)
+        return self.task.loss(_head(params), features, self.targets[torch.as_tensor(rows)])
 
     def fit(
         self,
@@ -168,7 +182,7 @@ class Learner:
         out = []
         for start in range(0, len(rows), self.eval_batch_size):
             batch = rows[start : start + self.eval_batch_size]
-            out.append(self.task.predict(_head(params), self.pooled(params, batch, mixture=mixture)))
+            out.append(self.task.predict(_head(params), self.head_features(params, batch, mixture=mixture)))
         return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
 
     def evaluate(self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE) -> dict[str, float]:

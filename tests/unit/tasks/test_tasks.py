@@ -54,3 +54,35 @@ def test_make_task():
     assert isinstance(make_task("ranking", np.zeros(3)), RankingTask)
     with pytest.raises(ConfigError, match="unknown task kind 'generation'"):
         make_task("generation", np.zeros(1))
+
+
+def test_side_channel_standardizes_on_train_rows_and_feeds_the_head():
+    from fedloom.tasks.side_channel import SIDE_WEIGHT, SideChannel
+
+    cov = np.array([[1.0, 10.0], [3.0, 10.0], [100.0, 0.0]])
+    side = SideChannel.fitted(cov, np.array([0, 1]), width=3)
+    torch.testing.assert_close(side.inputs[:2], torch.tensor([[-1.0, 0.0], [1.0, 0.0]]))  # train mean/std, std 0 → 1
+    head = side.init(torch.Generator().manual_seed(0))
+    head = {k: v.requires_grad_(True) for k, v in head.items()}
+    feats = side.features(head, torch.zeros(2, 5), np.array([0, 2]))
+    assert feats.shape == (2, 8) and torch.equal(feats[:, :5], torch.zeros(2, 5))
+    feats.sum().backward()
+    assert head[SIDE_WEIGHT].grad is not None
+
+
+def test_text_plus_numeric_runs_with_covariates_only_in_the_head():
+    from fedloom.algorithms.registry import build_algorithm
+    from fedloom.experiments.runner import prepare_workspace
+    from fedloom.runtime.simulation import FederationConfig, InProcessRuntime
+    from tests.conftest import small_config
+
+    cfg = small_config(**{"prompt.inputs": "text+numeric"})
+    ws = prepare_workspace(cfg)
+    learner = next(iter(ws.learners.values()))
+    text = ws.lm.backbone.tokenizer.decode(learner.features.tokens.row(0))
+    assert "Data:" not in text and "mom5" not in text
+    head = learner.init_head(torch.Generator().manual_seed(0))
+    assert head["head.side.weight"].shape == (32, 3) and head["head.weight"].shape == (1, 64 + 32)
+    algo = build_algorithm("fedavg", cfg.build_context(ws.lm.layout.slot()))
+    hist = InProcessRuntime(algo, ws.learners, FederationConfig(), 0).run(ws.shared_init, 1).history
+    assert not hist[0].failures and not any(k.startswith("head") for k in hist[0].bytes_by_group["upload"])

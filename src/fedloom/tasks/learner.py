@@ -20,8 +20,8 @@ from fedloom.backbone.model import AdaptedLM
 from fedloom.data.schema import ClientData
 from fedloom.errors import ConfigError
 from fedloom.tasks.registry import Task
-from fedloom.tasks.side_channel import SideChannel
 from fedloom.tasks.regression import RegressionTask
+from fedloom.tasks.side_channel import SideChannel
 
 HEAD_PREFIX = "head."
 Regularizer = Callable[[Mapping[str, Tensor]], Tensor]

@@ -67,3 +67,30 @@ def test_fedavg_runs_on(name, tmp_path):
     assert summary["communication"]["upload_bytes"] > 0
     values = [v for k, v in summary["metrics"].items() if k.startswith(f"personal/test/{metric}/")]
     assert values and any(v is not None and math.isfinite(v) for v in values)
+
+
+TEXT = ["arc_challenge", "gsm8k", "jfleg", "multitask", "tweeteval"]
+
+
+@pytest.mark.parametrize("name", TEXT)
+def test_fedavg_runs_on_text(name, tmp_path):
+    """Instruction tasks: teacher-forced training on the response tokens, greedy decoding for metrics."""
+    cfg = small_config(
+        **{
+            "dataset": name,
+            "rounds": 1,
+            "data.data_dir": str(SHARED_DATA),
+            "data.text.train_size": 12,
+            "data.text.val_size": 2,
+            "data.text.test_size": 3,
+            "data.num_clients": 2,
+            "prompt.max_tokens": 48,
+            "generation.max_new_tokens": "{gsm8k: 6, arc_challenge: 2, tweeteval: 2, jfleg: 6}",
+        }
+    )
+    ws = prepare_workspace(cfg)
+    summary = run_method(cfg, ws, tmp_path / name)
+    assert summary["selection"]["metric"] == "personal/val/score/macro"
+    loss = summary["metrics"]["personal/test/loss/macro"]
+    assert math.isfinite(loss) and loss > 0  # teacher-forced loss of the random tiny model: ~ log(vocab)
+    assert 0.0 <= summary["metrics"]["personal/test/score/macro"] <= 1.0

@@ -53,11 +53,34 @@ class AdaptedLM:
         with self.bank.bind(None):
             return self.run_layers(hidden, mask, 0, self.start_layer)
 
+    def hidden_from_prefix(self, prefix: Tensor, mask: Tensor, binding: Binding | None) -> Tensor:
+        """Final (normed) hidden states [B, T, H] from cached prefix states."""
+        with self.bank.bind(binding):
+            return self.model.model.norm(self.run_layers(prefix, mask, self.start_layer))
+
     def pooled_from_prefix(self, prefix: Tensor, mask: Tensor, binding: Binding | None) -> Tensor:
         """Mean-pooled final hidden state [B, H] (seed 000, eq. 5) from cached prefix states."""
+        return masked_mean(self.hidden_from_prefix(prefix, mask, binding), mask)
+
+    def logits(self, hidden: Tensor) -> Tensor:
+        """Vocabulary logits of final hidden states (only where a task needs them)."""
+        return self.model.lm_head(hidden.to(self.backbone.dtype)).float()
+
+    @torch.no_grad()
+    def generate(self, prompts: list[Tensor], binding: Binding | None, max_new_tokens: int) -> list[Tensor]:
+        """Greedy continuations of left-padded prompts with the bound adapters (new tokens only)."""
+        pad = self.backbone.tokenizer.pad_token_id
+        width = max(len(p) for p in prompts)
+        ids = torch.full((len(prompts), width), pad, dtype=torch.long)
+        mask = torch.zeros_like(ids)
+        for i, p in enumerate(prompts):
+            ids[i, width - len(p) :] = p
+            mask[i, width - len(p) :] = 1
         with self.bank.bind(binding):
-            hidden = self.run_layers(prefix, mask, self.start_layer)
-        return masked_mean(self.model.model.norm(hidden), mask)
+            out = self.model.generate(
+                input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad
+            )
+        return [row[width:] for row in out]
 
     def pooled(self, input_ids: Tensor, mask: Tensor, binding: Binding | None) -> Tensor:
         """The same quantity from token ids with a full forward (the reference the cache must match)."""

@@ -22,6 +22,7 @@ from fedloom.data.config import DataConfig
 from fedloom.data.registry import DATASETS
 from fedloom.errors import ConfigError
 from fedloom.runtime.simulation import FederationConfig
+from fedloom.tasks.generation import DEFAULT_NEW_TOKENS
 
 
 class _Strict(BaseModel):
@@ -58,6 +59,15 @@ class AdapterConfig(_Strict):
         return LoraSpec(self.rank, self.alpha, self.dropout, tuple(self.targets), layers)
 
 
+class GenerationConfig(_Strict):
+    """Greedy decoding for the text tasks' metrics."""
+
+    max_new_tokens: dict[str, int] = Field(
+        default_factory=lambda: dict(DEFAULT_NEW_TOKENS),
+        description="new-token budget per task (seed 002: CoEdIT 64, GSM8K 192, TweetEval 4, ARC 4)",
+    )
+
+
 class RunConfig(_Strict):
     """One federated experiment."""
 
@@ -72,6 +82,7 @@ class RunConfig(_Strict):
     train: LocalTrainingConfig = LocalTrainingConfig()
     federation: FederationConfig = FederationConfig()
     methods: MethodOptions = MethodOptions()
+    generation: GenerationConfig = GenerationConfig()
 
     def build_context(self, layout: TensorLayout | None = None) -> BuildContext:
         """What the method registry needs; ``layout`` is the adapter's flat-vector order (after loading)."""

@@ -1,4 +1,8 @@
-"""Result tables as plain rows, rendered to Markdown (report.md) or to the terminal by the CLI."""
+"""Result tables as plain rows, rendered to Markdown (report.md) or to the terminal by the CLI.
+
+Columns follow the run's metrics: the primary metric (what validation selects rounds by) first,
+then the others. Scores are macro means over clients; MSE and MAE are weighted by test rows.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +12,10 @@ from typing import Any
 
 Table = tuple[list[str], list[list[str]]]
 
-COLUMNS = (
-    ("IC", "personal/test/ic/macro"),
-    ("RankIC", "personal/test/rank_ic/macro"),
-    ("IC worst25", "personal/test/ic/worst25"),
-    ("MSE", "personal/test/mse/weighted"),
-    ("MAE", "personal/test/mae/weighted"),
-)
+WEIGHTED = ("mse", "mae")
+ORDER = ("ic", "rank_ic", "icir", "rank_icir", "accuracy", "mcc", "mse", "mae", "score", "loss")
+LABELS = {"ic": "IC", "rank_ic": "RankIC", "icir": "ICIR", "rank_icir": "RankICIR", "mse": "MSE", "mae": "MAE",
+          "mcc": "MCC", "accuracy": "Acc"}  # fmt: skip
 
 
 def fmt(value: Any, digits: int = 4) -> str:
@@ -25,18 +26,34 @@ def fmt(value: Any, digits: int = 4) -> str:
     return str(value)
 
 
+def metric_names(summary: dict[str, Any]) -> list[str]:
+    """The test metrics of a summary, primary first."""
+    names = {"/".join(k.split("/")[2:-1]) for k in summary["metrics"] if k.startswith("personal/test/")}
+    ordered = sorted(names, key=lambda n: (ORDER.index(n) if n in ORDER else len(ORDER), n))
+    primary = summary.get("primary_metric")
+    return ([primary] if primary in names else []) + [n for n in ordered if n != primary]
+
+
+def _summary_key(metric: str) -> str:
+    return f"personal/test/{metric}/{'weighted' if metric in WEIGHTED else 'macro'}"
+
+
 def client_table(summary: dict[str, Any]) -> Table:
     """Per-client test metrics of one run, then the macro / weighted / worst-quartile rows."""
-    metrics = ["ic", "rank_ic", "mse", "mae"]
+    metrics = metric_names(summary)
     rows = [[c, *(fmt(v.get(f"test/{m}")) for m in metrics)] for c, v in sorted(summary["per_client"].items())]
     for kind in ("macro", "weighted", "worst25"):
         rows.append([f"**{kind}**", *(fmt(summary["metrics"].get(f"personal/test/{m}/{kind}")) for m in metrics)])
-    return ["client", "IC", "RankIC", "MSE", "MAE"], rows
+    return ["client", *(LABELS.get(m, m) for m in metrics)], rows
 
 
 def method_table(summaries: Sequence[dict[str, Any]]) -> Table:
-    """One row per method: test metrics, bytes per round, wall time."""
-    header = ["method", "round", *(name for name, _ in COLUMNS), "down MB/round", "up MB/round", "wall s"]
+    """One row per method: test metrics at the selected round, worst quartile of the primary metric,
+    bytes per round and wall time."""
+    metrics = metric_names(summaries[0])
+    primary = metrics[0] if metrics else ""
+    header = ["method", "round", *(LABELS.get(m, m) for m in metrics), f"{LABELS.get(primary, primary)} worst25"]
+    header += ["down MB/round", "up MB/round", "wall s"]
     rows = []
     for s in summaries:
         comm, rounds = s["communication"], max(1, s["rounds"])
@@ -44,7 +61,8 @@ def method_table(summaries: Sequence[dict[str, Any]]) -> Table:
             [
                 s["method"],
                 str(s["selection"]["best_round"]),
-                *(fmt(s["metrics"].get(key)) for _, key in COLUMNS),
+                *(fmt(s["metrics"].get(_summary_key(m))) for m in metrics),
+                fmt(s["metrics"].get(f"personal/test/{primary}/worst25")),
                 f"{comm['download_bytes'] / rounds / 1e6:.3f}",
                 f"{comm['upload_bytes'] / rounds / 1e6:.3f}",
                 f"{s['wall_seconds']:.1f}",

@@ -15,16 +15,17 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from scipy.stats import spearmanr
 from torch import Tensor
 
 from fedloom.algorithms.registry import build_algorithm
-from fedloom.backbone.features import cached_features
+from fedloom.backbone.features import Ragged, cached_features
 from fedloom.backbone.loading import cache_root, load_backbone
 from fedloom.backbone.model import AdaptedLM
 from fedloom.backbone.peft_io import export_peft
 from fedloom.data.partition import client_views, partition_table
-from fedloom.data.prompts import tokenize_prompts, uses_numeric_side_channel
+from fedloom.data.prompts import tokenize_instructions, tokenize_prompts, uses_numeric_side_channel
 from fedloom.data.registry import load_dataset
 from fedloom.data.schema import SampleTable, TextTable
 from fedloom.data.splits import table_splits
@@ -37,12 +38,13 @@ from fedloom.metrics.heterogeneity import heterogeneity_scores
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.seeding import generator
 from fedloom.runtime.simulation import (
-    HIGHER_IS_BETTER,
     InProcessRuntime,
     RoundRecord,
     SimulationResult,
+    higher_is_better,
     mean_train_loss,
 )
+from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.learner import Learner
 from fedloom.tasks.registry import make_task
 from fedloom.tasks.side_channel import SideChannel
@@ -55,7 +57,7 @@ class Workspace:
     """Everything method-independent: one backbone, one feature cache, one learner per client."""
 
     lm: AdaptedLM
-    table: SampleTable
+    table: SampleTable | TextTable
     learners: dict[str, Learner]
     shared_init: dict[str, Tensor]
     setup_seconds: dict[str, float]
@@ -74,11 +76,17 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
     t0 = time.perf_counter()
     table = load_dataset(cfg.dataset, cfg.data)
     if isinstance(table, TextTable):
-        raise ConfigError(
-            f"dataset {cfg.dataset!r} is a text task: it needs the generation task, which arrives with FedWeave; "
-            "the financial datasets (synthetic, acl18, bigdata22, fnspid, csi300, csi800, generic) run now"
+        prompts, responses = tokenize_instructions(table, backbone.tokenizer, cfg.data.prompt.max_tokens)
+        tokens = Ragged.from_rows(
+            [torch.cat([prompts.row(i), responses.row(i)]) for i in range(len(table))], torch.int64
         )
-    tokens = tokenize_prompts(table, backbone.tokenizer, cfg.data.prompt)
+        frame = table.frame
+        text_task = GenerationTask(
+            frame["task"].to_numpy(str), frame["label"].to_numpy(str), list(frame["references"]),
+            prompts.lengths, dict(cfg.generation.max_new_tokens),
+        )  # fmt: skip
+    else:
+        tokens, text_task = tokenize_prompts(table, backbone.tokenizer, cfg.data.prompt), None
     seconds["data"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -95,6 +103,13 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
     d = cfg.data
     partition = partition_table(table, d.partition, d.num_clients, d.alpha, d.partition_seed, splits["train"])
     clients = client_views(partition, splits)
+    if text_task is not None:
+        none = np.zeros(len(table), dtype=np.float32)
+        learners = {
+            c.client_id: Learner(lm, features, none, none.astype("datetime64[D]"), c, cfg.train.batch_size, text_task)
+            for c in clients
+        }
+        return Workspace(lm, table, learners, lm.layout.init_slot(generator(cfg.seed, "adapter-init")), seconds)
     eval_targets = table.frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else None
     numeric = None
     if uses_numeric_side_channel(d.prompt):
@@ -180,7 +195,7 @@ def config_digest(cfg: RunConfig) -> str:
 def best_round(history: list[RoundRecord], metric: str) -> RoundRecord:
     """The evaluated round with the best macro validation ``metric`` (personalized); ties → earliest."""
     key = f"personal/val/{metric}/macro"
-    sign = 1.0 if HIGHER_IS_BETTER.get(metric, True) else -1.0
+    sign = 1.0 if higher_is_better(metric) else -1.0
     evaluated = [r for r in history if r.evaluation is not None]
     scored = [(sign * r.summary[key], -r.round, r) for r in evaluated if math.isfinite(r.summary.get(key, math.nan))]
     return max(scored, key=lambda t: t[:2])[2] if scored else evaluated[-1]
@@ -188,7 +203,8 @@ def best_round(history: list[RoundRecord], metric: str) -> RoundRecord:
 
 def client_groups(ws: Workspace) -> dict[str, str]:
     """Each client's most common group (its sector, for sector partitions) — the heatmap's labels."""
-    groups = ws.table.frame["group"].astype(str).to_numpy()
+    column = "task" if isinstance(ws.table, TextTable) else "group"
+    groups = ws.table.frame[column].astype(str).to_numpy()
     out = {}
     for cid, learner in ws.learners.items():
         values, counts = np.unique(groups[learner.data.train], return_counts=True)
@@ -197,7 +213,9 @@ def client_groups(ws: Workspace) -> dict[str, str]:
 
 
 def client_heterogeneity(ws: Workspace) -> dict[str, float]:
-    """Seed 000 eq. 26 per client, from its training targets and covariates."""
+    """Seed 000 eq. 26 per client, from its training targets and covariates (financial tables only)."""
+    if isinstance(ws.table, TextTable):
+        return {}
     covariates = ws.table.frame[list(ws.table.covariates)].to_numpy(float) if ws.table.covariates else None
     targets = {c: ws.table.targets[lrn.data.train] for c, lrn in ws.learners.items()}
     if covariates is None:
@@ -229,7 +247,7 @@ def build_summary(cfg: RunConfig, ws: Workspace, result: SimulationResult, wall:
         "method": cfg.method,
         "dataset": cfg.dataset,
         "primary_metric": metric,
-        "synthetic": ws.table.synthetic,
+        "synthetic": getattr(ws.table, "synthetic", False),
         "backbone": cfg.backbone,
         "rounds": cfg.rounds,
         "seed": cfg.seed,

@@ -27,7 +27,14 @@ from fedloom.runtime.seeding import derive_seed, generator
 from fedloom.runtime.validation import validate_upload
 from fedloom.tasks.learner import Learner
 
-HIGHER_IS_BETTER = {"mse": False, "mae": False}  # every other metric (IC, accuracy, MCC...) is higher-better
+LOWER_IS_BETTER = ("mse", "mae", "loss")  # every other metric (IC, accuracy, MCC, score...) is higher-better
+
+
+def higher_is_better(metric: str) -> bool:
+    """Direction of a metric name, also for per-task names such as ``gsm8k/loss``."""
+    return metric.rsplit("/", 1)[-1] not in LOWER_IS_BETTER
+
+
 EVAL_SPLITS = ("val", "test")
 
 
@@ -84,7 +91,7 @@ def summarize(per_mode: Mapping[str, Mapping[str, Mapping[str, Mapping[str, floa
                 key = f"{mode}/{split}/{m}"
                 out[f"{key}/macro"] = macro_mean(values)
                 out[f"{key}/weighted"] = weighted_mean(values, sizes[split])
-                out[f"{key}/worst25"] = worst_quartile_mean(values, HIGHER_IS_BETTER.get(m, True))
+                out[f"{key}/worst25"] = worst_quartile_mean(values, higher_is_better(m))
     return out
 
 

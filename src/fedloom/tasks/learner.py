@@ -129,8 +129,27 @@ class Learner:
         self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
     ) -> Tensor:
         """Task loss of ``params`` on the given rows (differentiable w.r.t. every tensor in ``params``)."""
+        if self._reads_tokens:
+            return self.task.loss(*self._response_logits(params, rows, train, mixture))
         features = self.head_features(params, rows, train, mixture)
         return self.task.loss(_head(params), features, self.targets[torch.as_tensor(rows)])
+
+    @property
+    def _reads_tokens(self) -> bool:
+        return getattr(self.task, "reads", "pooled") == "tokens"
+
+    def _response_logits(
+        self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool, mixture: Mixture
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        """Logits at the positions that predict each row's response tokens, and those tokens."""
+        prefix, mask = self.features.prefix_batch(self.lm, rows)
+        hidden = self.lm.hidden_from_prefix(prefix, mask, self._binding(params, rows, train, mixture))
+        logits, targets = [], []
+        positions = self.task.response_positions(rows, mask.sum(1).numpy())  # type: ignore[union-attr]
+        for b, (start, stop) in enumerate(positions):
+            logits.append(self.lm.logits(hidden[b, start:stop]))
+            targets.append(self.features.tokens.row(int(rows[b]))[start + 1 : stop + 1])
+        return logits, targets
 
     def fit(
         self,
@@ -185,12 +204,41 @@ class Learner:
             out.append(self.task.predict(_head(params), self.head_features(params, batch, mixture=mixture)))
         return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
 
+    @torch.no_grad()
+    def generate(self, params: Mapping[str, Tensor], rows: np.ndarray, mixture: Mixture = SINGLE) -> list[str]:
+        """Greedy generations for text rows, batched per task (each task has its own token budget)."""
+        task, tokenizer = self.task, self.lm.backbone.tokenizer
+        out: dict[int, str] = {}
+        for name in np.unique(task.tasks[rows]):  # type: ignore[union-attr]
+            group = rows[task.tasks[rows] == name]  # type: ignore[union-attr]
+            budget = int(task.max_new_tokens.get(str(name), 64))  # type: ignore[union-attr]
+            for start in range(0, len(group), self.eval_batch_size):
+                batch = group[start : start + self.eval_batch_size]
+                prompts = [self.features.tokens.row(int(r))[: int(task.prompt_lengths[r])] for r in batch]  # type: ignore[union-attr]
+                new = self.lm.generate(prompts, self._binding(params, batch, False, mixture), budget)
+                out.update(
+                    {int(r): tokenizer.decode(t, skip_special_tokens=True) for r, t in zip(batch, new, strict=True)}
+                )
+        return [out[int(r)] for r in rows]
+
     def evaluate(self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE) -> dict[str, float]:
         rows = self.data.split(split)
         if len(rows) == 0:
             return {}
+        if self._reads_tokens:
+            return self._evaluate_text(params, rows, mixture)
         predictions = self.predict(params, split, mixture)
         return self.task.evaluate(predictions, self.eval_targets[rows].numpy(), self.dates[rows])
+
+    @torch.no_grad()
+    def _evaluate_text(self, params: Mapping[str, Tensor], rows: np.ndarray, mixture: Mixture) -> dict[str, float]:
+        """Teacher-forced loss per row and task metrics of greedy generations."""
+        task = self.task
+        losses = []
+        for start in range(0, len(rows), self.eval_batch_size):
+            batch = rows[start : start + self.eval_batch_size]
+            losses.append(task.row_losses(*self._response_logits(params, batch, False, mixture)))  # type: ignore[union-attr]
+        return task.evaluate_text(self.generate(params, rows, mixture), rows, np.concatenate(losses))  # type: ignore[union-attr]
 
     def _binding(self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool, mixture: Mixture) -> Binding:
         adapters = {k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)}

@@ -6,10 +6,11 @@ import numpy as np
 
 from fedloom.errors import ConfigError
 from fedloom.tasks.classification import ClassificationTask
+from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.ranking import RankingTask
 from fedloom.tasks.regression import RegressionTask
 
-Task = RegressionTask | ClassificationTask | RankingTask
+Task = RegressionTask | ClassificationTask | RankingTask | GenerationTask
 
 
 def make_task(kind: str, train_targets: np.ndarray, num_classes: int | None = None) -> Task:

@@ -148,6 +148,26 @@ def cached_features(
     return _load(folder, tokens)
 
 
+def cached_ragged(cache_dir: Path | None, key: str, compute: Callable[[], Ragged]) -> Ragged:
+    """``compute()`` memoized on disk under ``cache_dir/key`` (token ids: tokenize once per dataset)."""
+    if cache_dir is None:
+        return compute()
+    folder = cache_dir / hashlib.sha256(key.encode()).hexdigest()[:24]
+    if (folder / "offsets.npy").is_file():
+        return Ragged(np.load(folder / "values.npy"), np.load(folder / "offsets.npy"), torch.int64)
+    ragged = compute()
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
+    try:
+        np.save(staging / "values.npy", ragged.values)
+        np.save(staging / "offsets.npy", ragged.offsets)  # written last: its presence marks completeness
+        shutil.rmtree(folder, ignore_errors=True)
+        staging.rename(folder)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return ragged
+
+
 def _save(folder: Path, features: FrozenFeatures) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))

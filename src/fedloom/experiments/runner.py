@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 from scipy.stats import spearmanr
 from torch import Tensor
 
 from fedloom.algorithms.registry import build_algorithm
-from fedloom.backbone.features import Ragged, cached_features
+from fedloom.backbone.features import Ragged, cached_features, cached_ragged
 from fedloom.backbone.loading import cache_root, load_backbone
 from fedloom.backbone.model import AdaptedLM
 from fedloom.backbone.peft_io import export_peft
@@ -75,8 +76,13 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
 
     t0 = time.perf_counter()
     table = load_dataset(cfg.dataset, cfg.data)
+    token_cache = cache_root() / "tokens" if cfg.data.feature_cache else None
+    key = token_key(table, backbone.identity, cfg)
     if isinstance(table, TextTable):
-        prompts, responses = tokenize_instructions(table, backbone.tokenizer, cfg.data.prompt.max_tokens)
+        prompts = cached_ragged(token_cache, key + "|prompts", lambda: tokenize_instructions(
+            table, backbone.tokenizer, cfg.data.prompt.max_tokens)[0])  # fmt: skip
+        responses = cached_ragged(token_cache, key + "|responses", lambda: tokenize_instructions(
+            table, backbone.tokenizer, cfg.data.prompt.max_tokens)[1])  # fmt: skip
         tokens = Ragged.from_rows(
             [torch.cat([prompts.row(i), responses.row(i)]) for i in range(len(table))], torch.int64
         )
@@ -86,7 +92,8 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
             prompts.lengths, dict(cfg.generation.max_new_tokens),
         )  # fmt: skip
     else:
-        tokens, text_task = tokenize_prompts(table, backbone.tokenizer, cfg.data.prompt), None
+        tokens = cached_ragged(token_cache, key, lambda: tokenize_prompts(table, backbone.tokenizer, cfg.data.prompt))
+        text_task = None
     seconds["data"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -133,6 +140,13 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
     }
     shared_init = lm.layout.init_slot(generator(cfg.seed, "adapter-init"))
     return Workspace(lm, table, learners, shared_init, seconds)
+
+
+def token_key(table: SampleTable | TextTable, backbone: str, cfg: RunConfig) -> str:
+    """Identity of a dataset's token ids: the rows' content, the tokenizer and the prompt settings."""
+    content = pd.util.hash_pandas_object(table.frame.astype(str), index=False).to_numpy()
+    digest = hashlib.sha256(content.tobytes()).hexdigest()
+    return f"{backbone}|{cfg.data.prompt.model_dump_json()}|{table.name}|{digest}"
 
 
 def run_method(

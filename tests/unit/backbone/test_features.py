@@ -96,3 +96,20 @@ def test_heads_never_run_the_vocabulary_projection(tiny_lm):
     prefix, mask = feats.prefix_batch(tiny_lm, [0, 1])
     tiny_lm.pooled_from_prefix(prefix, mask, Binding(_random_adapter(tiny_lm)))
     assert calls == []
+
+
+def test_token_ids_are_cached_by_key(tmp_path):
+    from fedloom.backbone.features import cached_ragged
+
+    calls = []
+
+    def compute():
+        calls.append(1)
+        return Ragged.from_rows([[1, 2, 3], [4]], torch.int64)
+
+    a = cached_ragged(tmp_path, "k1", compute)
+    b = cached_ragged(tmp_path, "k1", compute)
+    assert len(calls) == 1 and np.array_equal(a.values, b.values) and np.array_equal(a.offsets, b.offsets)
+    cached_ragged(tmp_path, "k2", compute)
+    assert len(calls) == 2
+    assert cached_ragged(None, "k1", compute) is not None and len(calls) == 3

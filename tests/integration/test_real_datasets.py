@@ -38,6 +38,8 @@ CASES = {
             "prompt.inputs": "structured",
             "prompt.max_tokens": 256,
             "prompt.decimals": 2,
+            "portfolio.topk": 10,
+            "portfolio.n_drop": 2,
         },
         "rank_ic",
     ),
@@ -50,6 +52,8 @@ CASES = {
             "prompt.decimals": 2,
             "data.partition": "iid",
             "data.num_clients": 3,
+            "portfolio.topk": 10,
+            "portfolio.n_drop": 2,
         },
         "rank_ic",
     ),
@@ -67,6 +71,9 @@ def test_fedavg_runs_on(name, tmp_path):
     assert summary["communication"]["upload_bytes"] > 0
     values = [v for k, v in summary["metrics"].items() if k.startswith(f"personal/test/{metric}/")]
     assert values and any(v is not None and math.isfinite(v) for v in values)
+    if name.startswith("csi"):  # the Qlib TopkDropout backtest on the pooled test scores
+        p = summary["portfolio"]
+        assert {"annualized_return", "information_ratio", "max_drawdown"} <= set(p) and p["trade_days"] > 0
 
 
 TEXT = ["arc_challenge", "gsm8k", "jfleg", "multitask", "tweeteval"]

@@ -21,6 +21,7 @@ from fedloom.backbone.lora import LoraSpec
 from fedloom.data.config import DataConfig
 from fedloom.data.registry import DATASETS
 from fedloom.errors import ConfigError
+from fedloom.experiments.portfolio import PortfolioConfig
 from fedloom.runtime.simulation import FederationConfig
 from fedloom.tasks.generation import DEFAULT_NEW_TOKENS
 
@@ -83,6 +84,7 @@ class RunConfig(_Strict):
     federation: FederationConfig = FederationConfig()
     methods: MethodOptions = MethodOptions()
     generation: GenerationConfig = GenerationConfig()
+    portfolio: PortfolioConfig = PortfolioConfig()
 
     def build_context(self, layout: TensorLayout | None = None) -> BuildContext:
         """What the method registry needs; ``layout`` is the adapter's flat-vector order (after loading)."""

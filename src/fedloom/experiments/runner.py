@@ -33,6 +33,7 @@ from fedloom.data.splits import table_splits
 from fedloom.errors import ConfigError
 from fedloom.experiments.config import RunConfig, dump_config
 from fedloom.experiments.plots import route_heatmap
+from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics, test_scores
 from fedloom.experiments.report import client_table, fmt, markdown, method_table
 from fedloom.experiments.rundir import RunDirectory
 from fedloom.metrics.heterogeneity import heterogeneity_scores
@@ -193,6 +194,9 @@ def run_method(
         rundir.write_json("routes.json", {"routes": artifacts["routes"], "group": groups, **artifacts})
         route_heatmap(artifacts["routes"], groups, out / "routes.png",
                       f"{cfg.method} on {cfg.dataset}\nfinal routes, rows by dominant prototype")  # fmt: skip
+    if cfg.dataset in BENCHMARKS:  # the Qlib portfolio backtest of a ranking run, final models
+        scores = test_scores(algorithm, result.server, result.clients, ws.learners, ws.table.frame, cfg.rounds)
+        summary["portfolio"] = portfolio_metrics(scores, cfg.dataset, cfg.data.data_dir, cfg.portfolio)
     rundir.write_summary(summary)
     rundir.write_report(single_report(summary))
     layout = ws.lm.layout.slot()
@@ -282,7 +286,7 @@ def build_summary(cfg: RunConfig, ws: Workspace, result: SimulationResult, wall:
 
 def single_report(summary: dict[str, Any]) -> str:
     label = " (SYNTHETIC data)" if summary["synthetic"] else ""
-    return (
+    text = (
         f"# {summary['method']} on {summary['dataset']}{label}\n\n"
         f"Backbone `{summary['backbone']}`, {summary['rounds']} rounds, seed {summary['seed']}; "
         f"personalized evaluation on each client's test split at round {summary['selection']['best_round']}, "
@@ -291,6 +295,10 @@ def single_report(summary: dict[str, Any]) -> str:
         + "\n"
         + markdown(method_table([summary]))
     )
+    if "portfolio" in summary:
+        values = ", ".join(f"{k} {fmt(v)}" for k, v in summary["portfolio"].items())
+        text += f"\nTopkDropout, excess return with cost (final models): {values}\n"
+    return text
 
 
 def comparison_report(summaries: list[dict[str, Any]]) -> str:

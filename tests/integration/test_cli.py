@@ -110,7 +110,8 @@ def test_compare_shares_one_workspace(tmp_path, monkeypatch, capsys):
     assert {"route_entropy", "collapse_rate", "prototype_load", "load_imbalance", "prototype_update_norm"} <= set(
         rounds[-1]["diagnostics"]
     )
-    assert all({"route_entropy", "route_change", "residual_strength", "routing_seconds"} <= set(m)
+    expected = {"route_entropy", "route_change", "residual_strength", "routing_seconds", "calibration_seconds"}
+    assert all(expected <= set(m)
                for m in rounds[-1]["train"].values())  # fmt: skip
     local = json.loads((out / "local" / "summary.json").read_text())
     assert local["communication"] == {"download_bytes": 0, "upload_bytes": 0, "by_group": {}}

@@ -198,12 +198,15 @@ class RPA(Algorithm):
         head = {k: v for k, v in state.tensors.items() if k.startswith(HEAD_PREFIX)}
         route = state.tensors[ROUTE]
 
-        started = time.perf_counter()
         new_route, scores = route, torch.zeros_like(route)
+        seconds = {"calibration_seconds": 0.0, "routing_seconds": 0.0}
         if self.cfg.route_update != "fixed" and self.cfg.prototypes > 1:
+            started = time.perf_counter()
             routed = layout.unflatten(route @ prototypes)  # eq. 11
             pick = torch.randperm(learner.num_train, generator=gen)[: self.cfg.calibration_batch].numpy()
             grads = learner.gradient({**routed, **head}, list(routed), learner.data.train[pick])
+            seconds["calibration_seconds"] = time.perf_counter() - started
+            started = time.perf_counter()
             g = normalize(layout.flatten(grads))  # eq. 12
             if self.cfg.score_direction == "descent":
                 g = -g
@@ -212,12 +215,14 @@ class RPA(Algorithm):
             step = self.cfg.route_step
             mirror = self.cfg.route_update == "mirror"
             new_route = mirror_descent(route, scores, step) if mirror else softmax_route(scores, step)
-        routing_seconds = time.perf_counter() - started
+            seconds["routing_seconds"] = time.perf_counter() - started  # projection + scores + update
 
         base = route_mix(new_route, prototypes)  # Â = Σ π⁺ A_m
         params = {**layout.unflatten(base.clone()), **head}
         trainable = list(params) if self.cfg.local_residual else list(head)
+        started = time.perf_counter()
         fit = learner.fit(params, self.param_groups(trainable), self.local.steps, gen)
+        seconds["residual_seconds"] = time.perf_counter() - started
         residual = layout.flatten({k: fit.params[k] for k in layout.keys}) - base  # R = θ_E − Â
         new_head = {k: fit.params[k] for k in head}
         return ClientUpdate(
@@ -228,7 +233,7 @@ class RPA(Algorithm):
                 "route_entropy": route_entropy(new_route),
                 "route_change": float((new_route - route).abs().sum()),
                 "residual_strength": float(residual.norm() / (base.norm() + 1e-12)),
-                "routing_seconds": routing_seconds,
+                **seconds,
                 **{f"score_{m}": float(s) for m, s in enumerate(scores)},
             },
         )

@@ -102,6 +102,8 @@ def test_compare_shares_one_workspace(tmp_path, monkeypatch, capsys):
     report = (out / "report.md").read_text()
     assert "| local |" in report and "| fedavg |" in report and "| rpa |" in report
     assert "Per-client gain in `test/ic` over FedAvg" in report and "Spearman" in report
+    assert "Paired block bootstrap vs FedAvg (daily `ic`" in report and "| rpa |" in report.split("bootstrap")[1]
+    assert (out / "fedavg" / "daily.csv").read_text().startswith("date,ic,rank_ic")
     routes = json.loads((out / "rpa" / "routes.json").read_text())
     assert set(routes["routes"]) == set(routes["group"]) == {"energy", "financials", "technology"}
     assert all(abs(sum(r) - 1) < 1e-4 and len(r) == 4 for r in routes["routes"].values())

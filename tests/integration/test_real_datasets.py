@@ -74,6 +74,7 @@ def test_fedavg_runs_on(name, tmp_path):
     if name.startswith("csi"):  # the Qlib TopkDropout backtest on the pooled test scores
         p = summary["portfolio"]
         assert {"annualized_return", "information_ratio", "max_drawdown"} <= set(p) and p["trade_days"] > 0
+        assert {"regime_std", "worst_regime_drop"} <= set(summary["regimes"])  # thresholds from train dates
 
 
 TEXT = ["arc_challenge", "gsm8k", "jfleg", "multitask", "tweeteval"]

@@ -10,11 +10,9 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedloom.algorithms.base import Algorithm, Record
 from fedloom.data.qlib_cn import benchmark_close, market_frame
 from fedloom.metrics.portfolio import TopkDropout, backtest, excess_returns
 from fedloom.metrics.risk import risk_analysis
-from fedloom.tasks.learner import Learner
 
 BENCHMARKS = {"csi300": "SH000300", "csi800": "SH000906"}
 
@@ -28,31 +26,9 @@ class PortfolioConfig(BaseModel):
     n_drop: int = Field(5, ge=0, description="stocks replaced per day")
 
 
-def test_scores(algorithm: Algorithm, server: Record, clients: dict[str, Record], learners: dict[str, Learner],
-                frame: pd.DataFrame, round: int) -> pd.DataFrame:  # fmt: skip
-    """Long ``date, instrument, score`` of every client's personalized model on its test rows."""
-    downloads = algorithm.configure(server, list(learners), round)
-    parts = []
-    for cid, learner in learners.items():
-        rows = learner.data.test
-        if len(rows) == 0:
-            continue
-        model = algorithm.client_model(downloads[cid], clients[cid])
-        score = learner.predict(model.params, "test", model.mixture)
-        parts.append(
-            pd.DataFrame(
-                {
-                    "date": frame["date"].to_numpy()[rows],
-                    "instrument": frame["instrument"].to_numpy()[rows],
-                    "score": score,
-                }
-            )
-        )
-    return pd.concat(parts, ignore_index=True)
-
-
 def portfolio_metrics(scores: pd.DataFrame, dataset: str, data_dir: Any, cfg: PortfolioConfig) -> dict[str, float]:
-    """Annualized return, information ratio, volatility and max drawdown of the excess return with cost."""
+    """Annualized return, information ratio, volatility and max drawdown of the excess return with cost,
+    from long ``date, instrument, score`` (every client's test scores pooled per day)."""
     market = market_frame(data_dir)
     report = backtest(
         scores, market, TopkDropout(topk=cfg.topk, n_drop=cfg.n_drop), benchmark_close(data_dir, BENCHMARKS[dataset])

@@ -57,6 +57,10 @@ class RunDirectory:
     def write_json(self, name: str, value: Any) -> None:
         atomic_write(self.path / name, json.dumps(_finite(value), indent=2))
 
+    def write_daily(self, daily: Any) -> None:
+        """Daily test series (date-indexed DataFrame) as daily.csv."""
+        atomic_write(self.path / "daily.csv", daily.to_csv(index_label="date"))
+
     def write_report(self, markdown: str) -> None:
         atomic_write(self.path / "report.md", markdown)
 

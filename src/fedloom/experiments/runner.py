@@ -27,16 +27,19 @@ from fedloom.backbone.model import AdaptedLM
 from fedloom.backbone.peft_io import export_peft
 from fedloom.data.partition import client_views, partition_table
 from fedloom.data.prompts import tokenize_instructions, tokenize_prompts, uses_numeric_side_channel
+from fedloom.data.qlib_cn import benchmark_close
 from fedloom.data.registry import load_dataset
 from fedloom.data.schema import SampleTable, TextTable
 from fedloom.data.splits import table_splits
 from fedloom.errors import ConfigError
 from fedloom.experiments.config import RunConfig, dump_config
+from fedloom.experiments.daily import daily_metrics, regime_breakdown, test_predictions
 from fedloom.experiments.plots import route_heatmap
-from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics, test_scores
+from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics
 from fedloom.experiments.report import client_table, fmt, markdown, method_table
 from fedloom.experiments.rundir import RunDirectory
 from fedloom.metrics.heterogeneity import heterogeneity_scores
+from fedloom.metrics.significance import paired_block_bootstrap
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.seeding import generator
 from fedloom.runtime.simulation import (
@@ -187,16 +190,24 @@ def run_method(
         resume_from=checkpoint,
     )
     wall = time.perf_counter() - t0
-    summary = build_summary(cfg, ws, result, wall)
+    summary = build_summary(cfg, ws, result, wall, out)
     artifacts = algorithm.final_report(result.server, result.clients)
     if "routes" in artifacts:
         groups = client_groups(ws)
         rundir.write_json("routes.json", {"routes": artifacts["routes"], "group": groups, **artifacts})
         route_heatmap(artifacts["routes"], groups, out / "routes.png",
                       f"{cfg.method} on {cfg.dataset}\nfinal routes, rows by dominant prototype")  # fmt: skip
-    if cfg.dataset in BENCHMARKS:  # the Qlib portfolio backtest of a ranking run, final models
-        scores = test_scores(algorithm, result.server, result.clients, ws.learners, ws.table.frame, cfg.rounds)
-        summary["portfolio"] = portfolio_metrics(scores, cfg.dataset, cfg.data.data_dir, cfg.portfolio)
+    if isinstance(ws.table, SampleTable):  # daily series, regimes and portfolio: final models, test rows
+        predictions = test_predictions(
+            algorithm, result.server, result.clients, ws.learners, ws.table.frame, cfg.rounds
+        )
+        daily = daily_metrics(predictions, ws.table.task_kind)
+        rundir.write_daily(daily)
+        if cfg.dataset in BENCHMARKS:
+            summary["portfolio"] = portfolio_metrics(predictions, cfg.dataset, cfg.data.data_dir, cfg.portfolio)
+            index = benchmark_close(cfg.data.data_dir, BENCHMARKS[cfg.dataset])
+            train_dates = ws.table.dates[np.concatenate([lrn.data.train for lrn in ws.learners.values()])]
+            summary["regimes"] = regime_breakdown(daily["rank_ic"], index, train_dates)
     rundir.write_summary(summary)
     rundir.write_report(single_report(summary))
     layout = ws.lm.layout.slot()
@@ -242,7 +253,7 @@ def client_heterogeneity(ws: Workspace) -> dict[str, float]:
     return heterogeneity_scores(targets, {c: covariates[lrn.data.train] for c, lrn in ws.learners.items()}, bins)
 
 
-def build_summary(cfg: RunConfig, ws: Workspace, result: SimulationResult, wall: float) -> dict[str, Any]:
+def build_summary(cfg: RunConfig, ws: Workspace, result: SimulationResult, wall: float, out: Path) -> dict[str, Any]:
     """Test metrics at the round chosen on validation (``metrics``) and after the last round."""
     metric = next(iter(ws.learners.values())).task.primary_metric
     best, last = best_round(result.history, metric), result.history[-1]
@@ -281,6 +292,7 @@ def build_summary(cfg: RunConfig, ws: Workspace, result: SimulationResult, wall:
         "failures": sum(len(r.failures) for r in result.history),
         "rejected": sum(len(r.rejected) for r in result.history),
         "wall_seconds": wall,
+        "run_dir": str(out),
     }
 
 
@@ -313,6 +325,34 @@ def comparison_report(summaries: list[dict[str, Any]]) -> str:
         "the mean daily correlation; MSE / MAE: weighted by test rows).\n\n"
         + markdown(method_table(summaries))
         + gain_section(summaries)
+        + significance_section(summaries)
+    )
+
+
+def significance_section(summaries: list[dict[str, Any]]) -> str:
+    """Paired block bootstrap over trading weeks (seed 000, Table 5) of each method against FedAvg on
+    the daily test series of the final models (daily.csv)."""
+    daily = {s["method"]: Path(s["run_dir"]) / "daily.csv" for s in summaries}
+    if "fedavg" not in daily or not all(p.is_file() for p in daily.values()):
+        return ""
+    frames = {m: pd.read_csv(p, index_col="date", parse_dates=["date"]) for m, p in daily.items()}
+    primary = summaries[0]["primary_metric"]
+    column = primary if primary in frames["fedavg"].columns else frames["fedavg"].columns[0]
+    rows = []
+    for method, frame in frames.items():
+        if method == "fedavg" or column not in frame:
+            continue
+        try:
+            t = paired_block_bootstrap(frame[column], frames["fedavg"][column])
+        except ValueError:
+            continue
+        ci = f"[{fmt(t['ci_low'])}, {fmt(t['ci_high'])}]"
+        rows.append([method, fmt(t["mean_difference"]), ci, fmt(t["p_value"]), f"{t['days']:.0f} / {t['weeks']:.0f}"])
+    if not rows:
+        return ""
+    header = ["method", f"mean daily {column} − fedavg", "95 % CI", "p", "days / weeks"]
+    return f"\n## Paired block bootstrap vs FedAvg (daily `{column}`, final models, weeks resampled)\n\n" + markdown(
+        (header, rows)
     )
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from fedloom.backbone.model import AdaptedLM, masked_mean
+from fedloom.backbone.model import AdaptedLM
 
 
 @dataclass(frozen=True)
@@ -109,12 +109,11 @@ def compute_features(
             ids, mask = tokens.pad(idx, pad_value=_pad_id(lm))
             hidden = lm.prefix(ids, mask)
             if need_prefix:
+                stored = hidden.cpu()
                 for b, i in enumerate(idx):
-                    prefix_rows[i] = hidden[b, : int(mask[b].sum())].clone()
+                    prefix_rows[i] = stored[b, : int(mask[b].sum())].clone()
             if embedding is not None:
-                with lm.bank.bind(None):
-                    top = lm.run_layers(hidden, mask, lm.start_layer)
-                embedding[torch.as_tensor(idx)] = masked_mean(lm.model.model.norm(top), mask)
+                embedding[torch.as_tensor(idx)] = lm.pooled_from_prefix(hidden, mask, None)
             if progress is not None:
                 progress(len(idx))
     prefix = Ragged.from_rows(prefix_rows, lm.backbone.dtype) if need_prefix else None  # type: ignore[arg-type]

@@ -57,14 +57,20 @@ def cache_root() -> Path:
     return Path(os.environ.get("FEDLOOM_CACHE", Path.home() / ".cache" / "fedloom")).expanduser()
 
 
-def load_backbone(name: str, dtype: str = "float32") -> Backbone:
-    """Load a frozen backbone: every weight has ``requires_grad=False`` and the model is in eval mode."""
+def load_backbone(name: str, dtype: str = "float32", device: str = "cpu") -> Backbone:
+    """Load a frozen backbone: every weight has ``requires_grad=False`` and the model is in eval mode.
+
+    ``device`` places the frozen model (e.g. ``cuda``); adapters, heads and states stay on the CPU
+    and are copied to the model's device inside each forward.
+    """
     if dtype not in DTYPES:
         raise ConfigError(f"backbone dtype {dtype!r} is not supported; choose one of {sorted(DTYPES)}")
+    if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
+        raise ConfigError(f"model.device {device!r} is not available here; use cpu (torch sees no CUDA device)")
     resolved = _resolve(name)
     hf_logging.disable_progress_bar()  # fedloom reports its own progress
     model, tokenizer, identity = resolved()
-    model = model.to(DTYPES[dtype]).eval()
+    model = model.to(device=device, dtype=DTYPES[dtype]).eval()
     model.requires_grad_(False)
     return Backbone(model=model, tokenizer=tokenizer, identity=f"{identity}:{dtype}")
 

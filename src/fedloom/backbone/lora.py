@@ -140,22 +140,23 @@ class LoraLinear(nn.Module):
             return y
         delta = b.params.get(base_delta_key(self.path))
         if delta is not None:
-            y = y + F.linear(x, delta.to(x.dtype))
+            y = y + F.linear(x, delta.to(x.device, x.dtype))
         if b.weights is None:
             for slot in b.slots:
                 y = y + self._slot_output(x, slot, b).to(y.dtype)
             return y
+        weights = b.weights.to(x.device)
         if b.top_k is None:
             for k, slot in enumerate(b.slots):
-                w = b.weights[:, k].view(-1, *([1] * (x.dim() - 1)))
+                w = weights[:, k].view(-1, *([1] * (x.dim() - 1)))
                 y = y + (w * self._slot_output(x, slot, b)).to(y.dtype)
             return y
-        return self._sparse(x, y, b)
+        return self._sparse(x, y, b, weights)
 
-    def _sparse(self, x: Tensor, y: Tensor, b: Binding) -> Tensor:
+    def _sparse(self, x: Tensor, y: Tensor, b: Binding, weights: Tensor) -> Tensor:
         """Top-k routing: each sample runs only its k chosen slots, weights renormalized over them."""
-        assert b.weights is not None and b.top_k is not None
-        top_w, top_i = b.weights.topk(b.top_k, dim=1)
+        assert b.top_k is not None
+        top_w, top_i = weights.topk(b.top_k, dim=1)
         top_w = top_w / top_w.sum(dim=1, keepdim=True)
         for k, slot in enumerate(b.slots):
             rows, pos = (top_i == k).nonzero(as_tuple=True)
@@ -166,8 +167,8 @@ class LoraLinear(nn.Module):
         return y
 
     def _slot_output(self, x: Tensor, slot: str, b: Binding) -> Tensor:
-        A = b.params[lora_a_key(self.path, slot)]
-        B = b.params[lora_b_key(self.path, slot)]
+        A = b.params[lora_a_key(self.path, slot)].to(x.device)  # adapters live on the CPU; copies are
+        B = b.params[lora_b_key(self.path, slot)].to(x.device)  # differentiable and free when devices match
         scale = self.spec.scaling(A.shape[0])
         h = F.dropout(x.to(A.dtype), p=self.spec.dropout, training=b.train)
         return scale * F.linear(F.linear(h, A), B)

@@ -30,6 +30,10 @@ class AdaptedLM:
     def hidden_size(self) -> int:
         return self.backbone.hidden_size
 
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
     def run_layers(self, hidden: Tensor, mask: Tensor, start: int, stop: int | None = None) -> Tensor:
         """Apply decoder layers ``start..stop-1`` to right-padded hidden states [B, T, H]."""
         inner = self.model.model
@@ -49,18 +53,21 @@ class AdaptedLM:
     @torch.no_grad()
     def prefix(self, input_ids: Tensor, mask: Tensor) -> Tensor:
         """Frozen hidden states entering layer ``L0`` (no adapters are involved below it)."""
-        hidden = self.model.model.embed_tokens(input_ids)
+        hidden = self.model.model.embed_tokens(input_ids.to(self.device))
+        mask = mask.to(self.device)
         with self.bank.bind(None):
             return self.run_layers(hidden, mask, 0, self.start_layer)
 
     def hidden_from_prefix(self, prefix: Tensor, mask: Tensor, binding: Binding | None) -> Tensor:
-        """Final (normed) hidden states [B, T, H] from cached prefix states."""
+        """Final (normed) hidden states [B, T, H] from cached prefix states (on the model's device)."""
         with self.bank.bind(binding):
-            return self.model.model.norm(self.run_layers(prefix, mask, self.start_layer))
+            return self.model.model.norm(
+                self.run_layers(prefix.to(self.device), mask.to(self.device), self.start_layer)
+            )
 
     def pooled_from_prefix(self, prefix: Tensor, mask: Tensor, binding: Binding | None) -> Tensor:
-        """Mean-pooled final hidden state [B, H] (seed 000, eq. 5) from cached prefix states."""
-        return masked_mean(self.hidden_from_prefix(prefix, mask, binding), mask)
+        """Mean-pooled final hidden state [B, H] (seed 000, eq. 5) from cached prefix states, on the CPU."""
+        return masked_mean(self.hidden_from_prefix(prefix, mask, binding), mask.to(self.device)).cpu()
 
     def logits(self, hidden: Tensor) -> Tensor:
         """Vocabulary logits of final hidden states (only where a task needs them)."""
@@ -78,15 +85,20 @@ class AdaptedLM:
             mask[i, width - len(p) :] = 1
         with self.bank.bind(binding):
             out = self.model.generate(
-                input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False, pad_token_id=pad
+                input_ids=ids.to(self.device),
+                attention_mask=mask.to(self.device),
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                pad_token_id=pad,
             )
-        return [row[width:] for row in out]
+        return [row[width:].cpu() for row in out]
 
     def pooled(self, input_ids: Tensor, mask: Tensor, binding: Binding | None) -> Tensor:
         """The same quantity from token ids with a full forward (the reference the cache must match)."""
+        input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         with self.bank.bind(binding):
             hidden = self.run_layers(self.model.model.embed_tokens(input_ids), mask, 0)
-        return masked_mean(self.model.model.norm(hidden), mask)
+        return masked_mean(self.model.model.norm(hidden), mask).cpu()
 
 
 def masked_mean(hidden: Tensor, mask: Tensor) -> Tensor:

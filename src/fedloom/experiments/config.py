@@ -35,6 +35,7 @@ class ModelConfig(_Strict):
 
     dtype: Literal["float32", "bfloat16"] = Field("float32", description="dtype of the frozen weights")
     feature_batch_size: int = Field(16, ge=1, description="batch size of the one-off frozen-feature pass")
+    device: str = Field("cpu", description="where the frozen model runs: cpu or cuda (adapters stay on the CPU)")
 
 
 class AdapterConfig(_Strict):

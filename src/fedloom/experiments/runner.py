@@ -73,7 +73,7 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     done = progress.task(f"loading {cfg.backbone} (the first use of a GGUF model converts it once)", 1)
-    backbone = load_backbone(cfg.backbone, cfg.model.dtype)
+    backbone = load_backbone(cfg.backbone, cfg.model.dtype, cfg.model.device)
     lm = AdaptedLM(backbone, cfg.adapter.spec(backbone.num_layers))
     done(1)
     seconds["backbone"] = time.perf_counter() - t0

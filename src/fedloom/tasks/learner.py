@@ -147,7 +147,7 @@ class Learner:
         logits, targets = [], []
         positions = self.task.response_positions(rows, mask.sum(1).numpy())  # type: ignore[union-attr]
         for b, (start, stop) in enumerate(positions):
-            logits.append(self.lm.logits(hidden[b, start:stop]))
+            logits.append(self.lm.logits(hidden[b, start:stop]).cpu())
             targets.append(self.features.tokens.row(int(rows[b]))[start + 1 : stop + 1])
         return logits, targets
 

@@ -44,3 +44,10 @@ def test_hf_directory_round_trip(tmp_path):
     ids = torch.tensor([[1, 2, 3]])
     with torch.no_grad():
         torch.testing.assert_close(again.model.float()(ids).logits, tiny.model(ids).logits, atol=1e-2, rtol=1e-2)
+
+
+def test_unavailable_device_is_a_clear_error():
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    with pytest.raises(ConfigError, match="model.device 'cuda' is not available here"):
+        load_backbone("tiny-random-llama", device="cuda")

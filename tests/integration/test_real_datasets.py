@@ -102,3 +102,26 @@ def test_fedavg_runs_on_text(name, tmp_path):
     loss = summary["metrics"]["personal/test/loss/macro"]
     assert math.isfinite(loss) and loss > 0  # teacher-forced loss of the random tiny model: ~ log(vocab)
     assert 0.0 <= summary["metrics"]["personal/test/score/macro"] <= 1.0
+
+
+def test_fedweave_run_audits_alignment_against_hidden_tasks(tmp_path):
+    cfg = small_config(
+        **{
+            "dataset": "multitask",
+            "method": "fedweave",
+            "rounds": 2,
+            "data.data_dir": str(SHARED_DATA),
+            "data.text.train_size": 12,
+            "data.text.val_size": 2,
+            "data.text.test_size": 3,
+            "data.num_clients": 3,
+            "prompt.max_tokens": 40,
+            "router_hidden": 16,
+            "generation.max_new_tokens": "{gsm8k: 2, arc_challenge: 2, tweeteval: 2, jfleg: 2}",
+        }
+    )
+    summary = run_method(cfg, prepare_workspace(cfg), tmp_path / "fw")
+    quality = summary["alignment"]
+    assert set(quality) == {f"{s}_{m}" for s in ("local", "global") for m in ("purity", "nmi", "ari")}
+    assert all(0.0 <= quality[k] <= 1.0 for k in quality if not k.endswith("ari"))
+    assert (tmp_path / "fw" / "task_expert.png").stat().st_size > 1000

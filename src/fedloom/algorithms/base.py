@@ -52,10 +52,15 @@ class LocalTrainingConfig(BaseModel):
 
 @dataclass(frozen=True)
 class UploadSpec:
-    """What a well-formed upload contains: exactly these tensors, and these scalars."""
+    """What a well-formed upload contains: exactly these tensors, and these scalars.
+
+    ``repeated`` admits any number of groups ``<name><int>/<key>`` laid out like ``repeated.layout``
+    (FedWeave's per-bucket warmup adapters, whose count only the client knows).
+    """
 
     tensors: TensorLayout
     scalars: tuple[str, ...] = (NUM_EXAMPLES,)
+    repeated: tuple[str, TensorLayout] | None = None
 
 
 @dataclass(frozen=True)

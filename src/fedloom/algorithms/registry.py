@@ -18,6 +18,7 @@ from fedloom.algorithms.fedavg import FedAvg, Sharing
 from fedloom.algorithms.feddpa import FedDPA
 from fedloom.algorithms.fedex import FedExLoRA
 from fedloom.algorithms.fedrep import FedRep
+from fedloom.algorithms.fedweave import FedWeave, FedWeaveConfig
 from fedloom.algorithms.flexlora import FlexLoRA
 from fedloom.algorithms.flora import FLoRA
 from fedloom.algorithms.fwdllm import FwdLLM
@@ -103,6 +104,7 @@ class MethodOptions(_Options):
     fdlora: FDLoRAOptions = FDLoRAOptions()
     fwdllm: FwdLLMOptions = FwdLLMOptions()
     rpa: RPAConfig = RPAConfig()
+    fedweave: FedWeaveConfig = FedWeaveConfig()
 
 
 @dataclass(frozen=True)
@@ -140,6 +142,7 @@ METHODS: dict[str, Callable[[BuildContext], Algorithm]] = {
     "fdlora": lambda b: FDLoRA(b.local, **b.options.fdlora.model_dump()),
     "fwdllm": lambda b: FwdLLM(b.local, rounds=b.rounds, **b.options.fwdllm.model_dump()),
     "rpa": lambda b: RPA(b.local, b.options.rpa, seed=b.seed, layout=_needs_layout(b, "rpa")),
+    "fedweave": lambda b: FedWeave(b.local, b.options.fedweave, seed=b.seed, layout=_needs_layout(b, "fedweave")),
 }
 
 

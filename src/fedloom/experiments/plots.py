@@ -30,3 +30,23 @@ def route_heatmap(routes: Mapping[str, Sequence[float]], labels: Mapping[str, st
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def task_expert_heatmap(routing: Mapping[str, object], path: Path, title: str) -> None:
+    """Tasks × experts mean routing weights (rows normalized)."""
+    matrix = np.asarray(routing["matrix"])
+    tasks = list(routing["tasks"])  # type: ignore[arg-type]
+    fig, ax = plt.subplots(figsize=(1.5 + 0.6 * matrix.shape[1], 1.0 + 0.4 * len(tasks)))
+    image = ax.imshow(matrix, cmap="magma", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(matrix.shape[1]), [f"E{m}" for m in range(matrix.shape[1])])
+    ax.set_yticks(range(len(tasks)), tasks)
+    for i in range(matrix.shape[0]):
+        for j in range(matrix.shape[1]):
+            ax.text(j, i, f"{matrix[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if matrix[i, j] < 0.6 else "black")  # fmt: skip
+    ax.set_xlabel("expert")
+    ax.set_title(title, fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.05, label="mean routing weight")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

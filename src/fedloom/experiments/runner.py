@@ -32,9 +32,10 @@ from fedloom.data.registry import load_dataset
 from fedloom.data.schema import SampleTable, TextTable
 from fedloom.data.splits import table_splits
 from fedloom.errors import ConfigError
+from fedloom.experiments.audit import alignment_quality, task_expert_routing
 from fedloom.experiments.config import RunConfig, dump_config
 from fedloom.experiments.daily import daily_metrics, regime_breakdown, test_predictions
-from fedloom.experiments.plots import route_heatmap
+from fedloom.experiments.plots import route_heatmap, task_expert_heatmap
 from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics
 from fedloom.experiments.report import client_table, fmt, markdown, method_table
 from fedloom.experiments.rundir import RunDirectory
@@ -105,6 +106,7 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
         lm,
         tokens,
         cache_root() / "features" if cfg.data.feature_cache else None,
+        with_embedding=True,  # the frozen pooled embedding: routers and prototype discovery read it
         batch_size=cfg.model.feature_batch_size,
         progress=progress.task("frozen features (once per dataset)", len(tokens)),
     )
@@ -197,6 +199,12 @@ def run_method(
         rundir.write_json("routes.json", {"routes": artifacts["routes"], "group": groups, **artifacts})
         route_heatmap(artifacts["routes"], groups, out / "routes.png",
                       f"{cfg.method} on {cfg.dataset}\nfinal routes, rows by dominant prototype")  # fmt: skip
+    if "buckets" in artifacts and isinstance(ws.table, TextTable):  # FedWeave's audit against hidden tasks
+        tasks = ws.table.frame["task"].to_numpy(str)
+        summary["alignment"] = alignment_quality(artifacts, ws.learners, tasks)
+        routing = task_expert_routing(result.server.tensors, ws.learners, tasks)
+        rundir.write_json("alignment.json", {**artifacts, "quality": summary["alignment"], "routing": routing})
+        task_expert_heatmap(routing, out / "task_expert.png", f"{cfg.method} on {cfg.dataset}\ntask × expert routing")
     if isinstance(ws.table, SampleTable):  # daily series, regimes and portfolio: final models, test rows
         predictions = test_predictions(
             algorithm, result.server, result.clients, ws.learners, ws.table.frame, cfg.rounds

@@ -25,6 +25,13 @@ def validate_upload(upload: Record, spec: UploadSpec, download: Record, max_upda
         if isinstance(n, bool) or not isinstance(n, int) or n <= 0:
             raise UploadError(f"{NUM_EXAMPLES} must be a positive integer, got {n!r}")
     expected = dict(spec.tensors.entries)
+    if spec.repeated is not None:
+        name, layout = spec.repeated
+        groups = {k.split("/", 1)[0] for k in upload.tensors if k.startswith(name) and "/" in k}
+        for group in groups:
+            if not group.removeprefix(name).isdigit():
+                raise UploadError(f"tensor group {group!r} is not {name}<int>")
+            expected.update({f"{group}/{k}": shape for k, shape in layout.entries})
     missing = sorted(expected.keys() - upload.tensors.keys())
     if missing:
         raise UploadError(f"tensor {missing[0]!r} is missing ({len(missing)} missing in all)")
@@ -32,7 +39,7 @@ def validate_upload(upload: Record, spec: UploadSpec, download: Record, max_upda
     if extra:
         raise UploadError(f"unexpected tensor {extra[0]!r} ({len(extra)} unexpected in all)")
     squared = 0.0
-    for key, shape in spec.tensors.entries:
+    for key, shape in expected.items():
         value = upload.tensors[key]
         if tuple(value.shape) != shape:
             raise UploadError(f"tensor {key!r} has shape {tuple(value.shape)}, expected {shape}")

@@ -160,11 +160,13 @@ class Learner:
         regularizer: Regularizer | None = None,
         grad_offset: Mapping[str, Tensor] | None = None,
         mixture: Mixture = SINGLE,
+        schedule: Sequence[np.ndarray] | None = None,
     ) -> FitResult:
         """``steps`` AdamW steps on mini-batches of the training rows; tensors outside ``groups`` stay fixed.
 
         ``regularizer(params)`` is added to the loss (FedProx, Ditto); ``grad_offset`` is added to the
-        gradients before each step (SCAFFOLD's control-variate correction).
+        gradients before each step (SCAFFOLD's control-variate correction); ``schedule`` gives the
+        mini-batches explicitly (FedWeave's bucket interleaving) instead of ``steps`` random ones.
         """
         trainable = {k for g in groups for k in g.keys}
         unknown = trainable - params.keys()
@@ -174,7 +176,7 @@ class Learner:
         optimizer = torch.optim.AdamW(
             [{"params": [live[k] for k in g.keys], "lr": g.lr, "weight_decay": g.weight_decay} for g in groups]
         )
-        losses, batches = [], self.batches(steps, generator)
+        losses, batches = [], list(schedule) if schedule is not None else self.batches(steps, generator)
         for rows in batches:
             loss = self.loss(live, rows, train=True, mixture=mixture)
             total = loss if regularizer is None else loss + regularizer(live)
@@ -245,9 +247,10 @@ class Learner:
         weights = None if mixture.weights is None else mixture.weights(self, params, rows)
         return Binding(adapters, slots=mixture.slots, weights=weights, top_k=mixture.top_k, train=train)
 
-    def batches(self, steps: int, generator: torch.Generator) -> list[np.ndarray]:
-        """Mini-batches drawn epoch by epoch from a seeded permutation of the training rows."""
-        rows, out, order = self.data.train, [], np.zeros(0, dtype=np.int64)
+    def batches(self, steps: int, generator: torch.Generator, rows: np.ndarray | None = None) -> list[np.ndarray]:
+        """Mini-batches drawn epoch by epoch from a seeded permutation of ``rows`` (default: all training rows)."""
+        rows = self.data.train if rows is None else rows
+        out, order = [], np.zeros(0, dtype=np.int64)
         while len(out) < steps:
             if len(order) < min(self.batch_size, len(rows)):
                 order = rows[torch.randperm(len(rows), generator=generator).numpy()]

@@ -49,5 +49,5 @@ def test_hf_directory_round_trip(tmp_path):
 def test_unavailable_device_is_a_clear_error():
     if torch.cuda.is_available():
         pytest.skip("a CUDA device is present")
-    with pytest.raises(ConfigError, match="model.device 'cuda' is not available here"):
+    with pytest.raises(ConfigError, match=r"model\.device .cuda. is not available here"):
         load_backbone("tiny-random-llama", device="cuda")

@@ -47,3 +47,14 @@ def test_regime_breakdown_uses_training_thresholds():
     out = regime_breakdown(daily, close, days[60:200].to_numpy())
     assert {"regime_std", "worst_regime_drop"} <= set(out)
     assert any(k.startswith("regime/") for k in out) and out["worst_regime_drop"] >= 0
+
+
+def test_purity_by_hand_and_against_sklearn_for_perfect_clusters():
+    from sklearn.metrics import adjusted_rand_score
+
+    from fedloom.experiments.audit import purity_score
+
+    clusters = np.array([0, 0, 0, 1, 1, 2])
+    labels = np.array(["a", "a", "b", "b", "b", "c"])
+    assert purity_score(clusters, labels) == pytest.approx(5 / 6)
+    assert purity_score(labels, labels) == 1.0 and adjusted_rand_score(labels, labels) == 1.0

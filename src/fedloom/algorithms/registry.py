@@ -17,6 +17,7 @@ from fedloom.algorithms.fdlora import FDLoRA
 from fedloom.algorithms.fedavg import FedAvg, Sharing
 from fedloom.algorithms.feddpa import FedDPA
 from fedloom.algorithms.fedex import FedExLoRA
+from fedloom.algorithms.fedlease import FedLEASE, FedLEASEConfig
 from fedloom.algorithms.fedrep import FedRep
 from fedloom.algorithms.fedweave import FedWeave, FedWeaveConfig
 from fedloom.algorithms.flexlora import FlexLoRA
@@ -105,6 +106,7 @@ class MethodOptions(_Options):
     fwdllm: FwdLLMOptions = FwdLLMOptions()
     rpa: RPAConfig = RPAConfig()
     fedweave: FedWeaveConfig = FedWeaveConfig()
+    fedlease: FedLEASEConfig = FedLEASEConfig()
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,7 @@ METHODS: dict[str, Callable[[BuildContext], Algorithm]] = {
     "fwdllm": lambda b: FwdLLM(b.local, rounds=b.rounds, **b.options.fwdllm.model_dump()),
     "rpa": lambda b: RPA(b.local, b.options.rpa, seed=b.seed, layout=_needs_layout(b, "rpa")),
     "fedweave": lambda b: FedWeave(b.local, b.options.fedweave, seed=b.seed, layout=_needs_layout(b, "fedweave")),
+    "fedlease": lambda b: FedLEASE(b.local, b.options.fedlease, seed=b.seed, layout=_needs_layout(b, "fedlease")),
 }
 
 

@@ -74,7 +74,8 @@ import sys, numpy as np, torch
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.data.schema import ClientData
 from fedloom.experiments.runner import prepare_workspace
-from fedloom.runtime.simulation import FederationConfig, InProcessRuntime
+from fedloom.runtime.rounds import FederationConfig
+from fedloom.runtime.simulation import InProcessRuntime
 from fedloom.experiments.config import load_config
 from fedloom.tasks.learner import Learner
 k = int(sys.argv[1])

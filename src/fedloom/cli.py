@@ -150,6 +150,49 @@ def compare(
     console.print(f"reports: {out / 'report.md'} and one run directory per method under {out}")
 
 
+@app.command("flower-sim")
+def flower_sim(
+    config: ConfigOpt = None,
+    method: MethodOpt = None,
+    dataset: DatasetOpt = None,
+    backbone: BackboneOpt = None,
+    rounds: RoundsOpt = None,
+    seed: SeedOpt = None,
+    out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/flower-sim"),
+    workers: Annotated[int, typer.Option(min=1, help="ClientApp processes (Ray actors) running at once")] = 1,
+    set_: SetOpt = None,
+) -> None:
+    """Run one method on Flower's simulation engine (one SuperNode per client); same run directory as `run`."""
+    import logging
+
+    from flwr.simulation import run_simulation
+
+    from fedloom.experiments.config import load_config
+    from fedloom.experiments.report import client_table
+    from fedloom.experiments.runner import prepare_workspace
+    from fedloom.runtime.flower.apps import make_client_app, make_server_app
+
+    flags = {"method": method, "dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
+    cfg = load_config(config, flags, set_)
+    with _progress() as progress:  # warms the on-disk caches the ClientApps read
+        clients = len(prepare_workspace(cfg, progress).learners)
+    result: dict = {}
+    console.print(f"Flower simulation: {clients} SuperNodes, {workers} ClientApp worker(s)")
+    run_simulation(
+        server_app=make_server_app(cfg, clients, out, result=result),
+        client_app=make_client_app(),
+        num_supernodes=clients,
+        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": workers}},
+        verbose_logging=logging.getLogger("fedloom").isEnabledFor(logging.DEBUG),
+    )
+    if "summary" not in result:
+        raise typer.Exit(1)
+    summary = result["summary"]
+    best = summary["selection"]["best_round"]
+    _print_table(*client_table(summary), title=f"{cfg.method} on Flower — test, round {best} (best on val)")
+    console.print(f"run directory: {out}")
+
+
 @app.command()
 def methods() -> None:
     """List the available federated methods."""

@@ -117,3 +117,19 @@ def test_compare_shares_one_workspace(tmp_path, monkeypatch, capsys):
                for m in rounds[-1]["train"].values())  # fmt: skip
     local = json.loads((out / "local" / "summary.json").read_text())
     assert local["communication"] == {"download_bytes": 0, "upload_bytes": 0, "by_group": {}}
+
+
+def test_flower_sim_writes_the_same_run_directory(tmp_path: Path):
+    common = ["--method", "fedavg", "--dataset", "synthetic", "--backbone", "tiny-random-llama", "--rounds", "2",
+              "--seed", "0", *SMALL]  # fmt: skip
+    outs = {}
+    for command in ("run", "flower-sim"):
+        outs[command] = tmp_path / command
+        cmd = [sys.executable, "-m", "fedloom.cli", command, *common, "--out", str(outs[command])]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    files = {"config.yaml", "env.json", "metrics.jsonl", "summary.json", "report.md", "adapter", "checkpoints"}
+    assert files <= {p.name for p in outs["flower-sim"].iterdir()}
+    a, b = (json.loads((outs[c] / "summary.json").read_text()) for c in ("run", "flower-sim"))
+    assert a["metrics"] == pytest.approx(b["metrics"], rel=1e-4, abs=1e-6)
+    assert a["communication"] == b["communication"]

@@ -15,19 +15,19 @@ uploads the shared tensors, and the server takes their sample-weighted mean (alg
 | fedsa-lora | ``shared="A"``                               | §2.5 A averaged, B and head stay local       |
 | fedper     | ``personal_layers`` = K_P                    | §1.6 LoRA of the top K_P layers stays local  |
 
-Heads never leave the client in any of them.
+Heads never leave the client in any of them. Every member also takes the run's defences: a robust
+server rule (``robust``: trimmed mean, norm bounding) and client-level DP uploads (``privacy``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import torch
 from torch import Tensor
 
-from fedloom.algorithms.aggregation import weighted_average
 from fedloom.algorithms.base import (
     NUM_EXAMPLES,
     Algorithm,
@@ -37,9 +37,12 @@ from fedloom.algorithms.base import (
     LocalTrainingConfig,
     Record,
 )
+from fedloom.algorithms.privacy import PrivacyConfig, epsilon, privatize
+from fedloom.algorithms.robust import RobustConfig, robust_average
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 MOMENTUM = "momentum."
+DP_ROUNDS, DP_RATE = "dp_rounds", "dp_sample_rate"  # server scalars the (ε, δ) accountant reads
 
 
 @dataclass(frozen=True)
@@ -73,8 +76,14 @@ class FedAvg(Algorithm):
         server_lr: float = 1.0,
         nesterov: bool = False,
         name: str | None = None,
+        robust: RobustConfig | None = None,
+        privacy: PrivacyConfig | None = None,
+        participation: tuple[float, int | None] = (1.0, None),
     ) -> None:
+        """``participation``: (fraction, clients per round) of the runtime, for the DP accountant's q."""
         super().__init__(local)
+        self.robust, self.privacy = robust or RobustConfig(), privacy or PrivacyConfig()
+        self.participation = participation
         self.sharing = sharing
         self.prox_mu = prox_mu
         self.server_momentum = server_momentum
@@ -96,7 +105,9 @@ class FedAvg(Algorithm):
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
         shared, _ = self._split(shared_init)
         momentum = {MOMENTUM + k: torch.zeros_like(v) for k, v in shared.items()} if self.server_momentum else {}
-        return Record({**shared, **momentum})
+        fraction, per_round = self.participation
+        rate = min(1.0, per_round / len(clients)) if per_round else fraction
+        return Record({**shared, **momentum}, {DP_ROUNDS: 0, DP_RATE: rate} if self.privacy.clip else {})
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
         shared = {k: v for k, v in server.tensors.items() if not k.startswith(MOMENTUM)}
@@ -106,9 +117,13 @@ class FedAvg(Algorithm):
         if not uploads:
             return server
         ups = list(uploads.values())
-        mean = weighted_average([u.tensors for u in ups], [float(u.scalars[NUM_EXAMPLES]) for u in ups])
+        weights = [float(u.scalars[NUM_EXAMPLES]) for u in ups]
+        mean = robust_average(server.tensors, [u.tensors for u in ups], weights, self.robust)
+        scalars = dict(server.scalars)
+        if self.privacy.clip:
+            scalars[DP_ROUNDS] = int(scalars[DP_ROUNDS]) + 1
         if not self.server_momentum and self.server_lr == 1.0:
-            return Record({**server.tensors, **mean})
+            return Record({**server.tensors, **mean}, scalars)
         out = dict(server.tensors)
         for key, avg in mean.items():  # §1.3: pseudo-gradient Δ = θ − θ̄, heavy-ball on the server
             delta = server.tensors[key] - avg
@@ -117,7 +132,15 @@ class FedAvg(Algorithm):
             out[key] = server.tensors[key] - self.server_lr * step
             if self.server_momentum:
                 out[MOMENTUM + key] = velocity
-        return Record(out)
+        return Record(out, scalars)
+
+    def diagnostics(self, before: Record, uploads: Mapping[str, Record], after: Record) -> dict[str, Any]:
+        """With DP on: the client-level ε spent so far, at the configured δ."""
+        if not self.privacy.clip:
+            return {}
+        p = self.privacy
+        eps = epsilon(p.noise_multiplier, float(after.scalars[DP_RATE]), int(after.scalars[DP_ROUNDS]), p.delta)
+        return {"dp_epsilon": eps, "dp_delta": p.delta}
 
     # client half
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:
@@ -135,8 +158,13 @@ class FedAvg(Algorithm):
                 return 0.5 * self.prox_mu * sum((p[k] - anchor[k]).pow(2).sum() for k in anchor)
 
         fit = ctx.learner.fit(params, self.param_groups(trainable), self.local.steps, ctx.generator, regularizer)
+        shared = {k: fit.params[k] for k in download.tensors}
+        if self.privacy.clip:  # released update: clip(Δ) + N(0, (σC)²), before anything leaves the client
+            delta = {k: v.detach() - download.tensors[k] for k, v in shared.items()}
+            noisy = privatize(delta, self.privacy.clip, self.privacy.noise_multiplier, ctx.generator)
+            shared = {k: download.tensors[k] + noisy[k] for k in shared}
         return ClientUpdate(
-            upload=Record({k: fit.params[k] for k in download.tensors}, {NUM_EXAMPLES: ctx.learner.num_train}),
+            upload=Record(shared, {NUM_EXAMPLES: ctx.learner.num_train}),
             state=Record({k: fit.params[k] for k in state.tensors}),
             metrics={"train_loss": fit.loss},
         )

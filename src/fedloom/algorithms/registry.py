@@ -7,7 +7,8 @@ Adding a method: one module, one options class here (if it has hyperparameters),
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +25,8 @@ from fedloom.algorithms.flexlora import FlexLoRA
 from fedloom.algorithms.flora import FLoRA
 from fedloom.algorithms.fwdllm import FwdLLM
 from fedloom.algorithms.local import LocalOnly
+from fedloom.algorithms.privacy import PrivacyConfig
+from fedloom.algorithms.robust import RobustConfig
 from fedloom.algorithms.rpa import RPA, RPAConfig
 from fedloom.algorithms.scaffold import Scaffold
 from fedloom.backbone.layout import TensorLayout
@@ -121,22 +124,34 @@ class BuildContext:
     seed: int
     options: MethodOptions
     layout: TensorLayout | None = None
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    robust: RobustConfig = field(default_factory=RobustConfig)
+    fraction: float = 1.0
+    clients_per_round: int | None = None
 
+
+def _fedavg(b: BuildContext, **switches: Any) -> FedAvg:
+    """A FedAvg-family method with the run's defences (robust aggregation, DP uploads)."""
+    return FedAvg(b.local, robust=b.robust, privacy=b.privacy, participation=(b.fraction, b.clients_per_round),
+                  **switches)  # fmt: skip
+
+
+FEDAVG_FAMILY = ("fedavg", "fedavgm", "fedprox", "fedper", "fedit", "ffa-lora", "fedsa-lora")
 
 METHODS: dict[str, Callable[[BuildContext], Algorithm]] = {
     "local": lambda b: LocalOnly(b.local),
-    "fedavg": lambda b: FedAvg(b.local),
-    "fedavgm": lambda b: FedAvg(
-        b.local, server_momentum=b.options.fedavgm.momentum, server_lr=b.options.fedavgm.server_lr, name="fedavgm"
+    "fedavg": lambda b: _fedavg(b, name="fedavg"),
+    "fedavgm": lambda b: _fedavg(
+        b, server_momentum=b.options.fedavgm.momentum, server_lr=b.options.fedavgm.server_lr, name="fedavgm"
     ),
-    "fedprox": lambda b: FedAvg(b.local, prox_mu=b.options.fedprox.mu, name="fedprox"),
+    "fedprox": lambda b: _fedavg(b, prox_mu=b.options.fedprox.mu, name="fedprox"),
     "scaffold": lambda b: Scaffold(b.local, server_lr=b.options.scaffold.server_lr),
-    "fedper": lambda b: FedAvg(b.local, Sharing(personal_layers=b.options.fedper.personal_layers), name="fedper"),
+    "fedper": lambda b: _fedavg(b, sharing=Sharing(personal_layers=b.options.fedper.personal_layers), name="fedper"),
     "fedrep": lambda b: FedRep(b.local, head_fraction=b.options.fedrep.head_fraction),
     "ditto": lambda b: Ditto(b.local, lam=b.options.ditto.lam, personal_steps=b.options.ditto.personal_steps),
-    "fedit": lambda b: FedAvg(b.local, name="fedit"),
-    "ffa-lora": lambda b: FedAvg(b.local, Sharing(shared="B", frozen="A"), name="ffa-lora"),
-    "fedsa-lora": lambda b: FedAvg(b.local, Sharing(shared="A"), name="fedsa-lora"),
+    "fedit": lambda b: _fedavg(b, name="fedit"),
+    "ffa-lora": lambda b: _fedavg(b, sharing=Sharing(shared="B", frozen="A"), name="ffa-lora"),
+    "fedsa-lora": lambda b: _fedavg(b, sharing=Sharing(shared="A"), name="fedsa-lora"),
     "fedex-lora": lambda b: FedExLoRA(b.local, alpha=b.alpha),
     "flora": lambda b: FLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flora.ranks),
     "flexlora": lambda b: FlexLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flexlora.ranks),
@@ -158,4 +173,8 @@ def _needs_layout(b: BuildContext, name: str) -> TensorLayout:
 def build_algorithm(name: str, context: BuildContext) -> Algorithm:
     if name not in METHODS:
         raise ConfigError(f"unknown method {name!r}; available: {', '.join(sorted(METHODS))}")
+    defended = context.privacy.clip is not None or context.robust.rule != "mean"
+    if defended and name not in FEDAVG_FAMILY:
+        raise ConfigError(f"privacy.clip and robust.rule apply to the FedAvg family ({', '.join(FEDAVG_FAMILY)}); "
+                          f"{name!r} aggregates differently")  # fmt: skip
     return METHODS[name](context)

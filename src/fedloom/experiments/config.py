@@ -14,7 +14,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fedloom.algorithms.base import LocalTrainingConfig
+from fedloom.algorithms.privacy import PrivacyConfig
 from fedloom.algorithms.registry import METHODS, BuildContext, MethodOptions
+from fedloom.algorithms.robust import RobustConfig
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.loading import known_backbones
 from fedloom.backbone.lora import LoraSpec
@@ -22,7 +24,7 @@ from fedloom.data.config import DataConfig
 from fedloom.data.registry import DATASETS
 from fedloom.errors import ConfigError
 from fedloom.experiments.portfolio import PortfolioConfig
-from fedloom.runtime.simulation import FederationConfig
+from fedloom.runtime.rounds import FederationConfig
 from fedloom.tasks.generation import DEFAULT_NEW_TOKENS
 
 
@@ -86,12 +88,14 @@ class RunConfig(_Strict):
     methods: MethodOptions = MethodOptions()
     generation: GenerationConfig = GenerationConfig()
     portfolio: PortfolioConfig = PortfolioConfig()
+    privacy: PrivacyConfig = PrivacyConfig()
+    robust: RobustConfig = RobustConfig()
 
     def build_context(self, layout: TensorLayout | None = None) -> BuildContext:
         """What the method registry needs; ``layout`` is the adapter's flat-vector order (after loading)."""
-        return BuildContext(
-            self.train, self.adapter.rank, self.adapter.alpha, self.rounds, self.seed, self.methods, layout
-        )
+        fed = self.federation
+        return BuildContext(self.train, self.adapter.rank, self.adapter.alpha, self.rounds, self.seed, self.methods,
+                            layout, self.privacy, self.robust, fed.fraction, fed.clients_per_round)  # fmt: skip
 
     @field_validator("method")
     @classmethod

@@ -24,7 +24,7 @@ import torch
 
 from fedloom.experiments.config import RunConfig, dump_config
 from fedloom.runtime.checkpoint import CheckpointStore
-from fedloom.runtime.simulation import RoundRecord
+from fedloom.runtime.rounds import RoundRecord
 
 PACKAGES = ("fedloom", "torch", "transformers", "peft", "flwr", "numpy", "pandas", "scikit-learn", "pydantic")
 

@@ -42,14 +42,9 @@ from fedloom.experiments.rundir import RunDirectory
 from fedloom.metrics.heterogeneity import heterogeneity_scores
 from fedloom.metrics.significance import paired_block_bootstrap
 from fedloom.progress import Progress, SilentProgress
+from fedloom.runtime.rounds import RoundRecord, Runtime, SimulationResult, higher_is_better, mean_train_loss
 from fedloom.runtime.seeding import generator
-from fedloom.runtime.simulation import (
-    InProcessRuntime,
-    RoundRecord,
-    SimulationResult,
-    higher_is_better,
-    mean_train_loss,
-)
+from fedloom.runtime.simulation import InProcessRuntime
 from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.learner import Learner
 from fedloom.tasks.registry import make_task
@@ -69,13 +64,19 @@ class Workspace:
     setup_seconds: dict[str, float]
 
 
+def load_adapted(cfg: RunConfig) -> AdaptedLM:
+    """The frozen backbone with the configured adapter layout (what a Flower server needs, no data)."""
+    backbone = load_backbone(cfg.backbone, cfg.model.dtype, cfg.model.device)
+    return AdaptedLM(backbone, cfg.adapter.spec(backbone.num_layers))
+
+
 def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Workspace:
     progress = progress or SilentProgress()
     seconds: dict[str, float] = {}
     t0 = time.perf_counter()
     done = progress.task(f"loading {cfg.backbone} (the first use of a GGUF model converts it once)", 1)
-    backbone = load_backbone(cfg.backbone, cfg.model.dtype, cfg.model.device)
-    lm = AdaptedLM(backbone, cfg.adapter.spec(backbone.num_layers))
+    lm = load_adapted(cfg)
+    backbone = lm.backbone
     done(1)
     seconds["backbone"] = time.perf_counter() - t0
 
@@ -158,41 +159,19 @@ def token_key(table: SampleTable | TextTable, backbone: str, cfg: RunConfig) -> 
 def run_method(
     cfg: RunConfig, ws: Workspace, out: Path, progress: Progress | None = None, resume: bool = False
 ) -> dict[str, Any]:
-    """Run ``cfg.method`` on the workspace and write its run directory; returns the summary.
+    """Run ``cfg.method`` in process on the workspace and write its run directory; returns the summary.
 
     With ``resume``, continue from the newest checkpoint in ``out`` (a fresh run when there is none);
     the result is the same as an uninterrupted run.
     """
-    rundir = RunDirectory(out)
-    digest = config_digest(cfg)
-    checkpoint = rundir.checkpoints.load() if resume else None
-    if checkpoint is not None and checkpoint.config_digest != digest:
-        log.warning("%s: config differs from the checkpointed run (beyond `rounds`); continuing anyway", out)
-    rundir.write_config(cfg)
-    rundir.write_env(
-        {
-            "backbone": ws.lm.backbone.identity,
-            "dtype": cfg.model.dtype,
-            "adapted_layers": sorted({m.layer for m in ws.lm.layout.modules}),
-            "setup_seconds": ws.setup_seconds,
-            "resumed_from_round": checkpoint.round if checkpoint else None,
-        }
-    )
-    history = [RoundRecord(**r) for r in checkpoint.history] if checkpoint else []
-    rundir.start_metrics(history)
     algorithm = build_algorithm(cfg.method, cfg.build_context(ws.lm.layout.slot()))
     runtime = InProcessRuntime(algorithm, ws.learners, cfg.federation, cfg.seed, progress)
-    t0 = time.perf_counter()
-    result = runtime.run(
-        ws.shared_init,
-        cfg.rounds,
-        on_round=rundir.append_metrics,
-        checkpoints=rundir.checkpoints,
-        config_digest=digest,
-        resume_from=checkpoint,
-    )
-    wall = time.perf_counter() - t0
-    summary = build_summary(cfg, ws, result, wall, out)
+    metric = next(iter(ws.learners.values())).task.primary_metric
+    env = {"setup_seconds": ws.setup_seconds, "runtime": "in-process"}
+    extra = {cid: {"heterogeneity": h} for cid, h in client_heterogeneity(ws).items()}
+    synthetic = getattr(ws.table, "synthetic", False)
+    result, summary = run_rounds(cfg, runtime, ws.lm, ws.shared_init, out, metric, synthetic, env, resume, extra)
+    rundir = RunDirectory(out)
     artifacts = algorithm.final_report(result.server, result.clients)
     if "routes" in artifacts:
         groups = client_groups(ws)
@@ -218,10 +197,55 @@ def run_method(
             summary["regimes"] = regime_breakdown(daily["rank_ic"], index, train_dates)
     rundir.write_summary(summary)
     rundir.write_report(single_report(summary))
-    layout = ws.lm.layout.slot()
-    if set(layout.keys) <= set(result.server.tensors):
-        export_peft(result.server.tensors, ws.lm.layout, out / "adapter", base_model=cfg.backbone)
     return summary
+
+
+def run_rounds(
+    cfg: RunConfig,
+    runtime: Runtime,
+    lm: AdaptedLM,
+    shared_init: dict[str, Tensor],
+    out: Path,
+    metric: str,
+    synthetic: bool,
+    env: dict[str, Any],
+    resume: bool = False,
+    per_client_extra: dict[str, dict[str, float]] | None = None,
+) -> tuple[SimulationResult, dict[str, Any]]:
+    """The part of a run every runtime shares: config, env, metrics.jsonl, checkpoints, the rounds,
+    summary.json, report.md and the PEFT export of the final shared adapter."""
+    rundir = RunDirectory(out)
+    digest = config_digest(cfg)
+    checkpoint = rundir.checkpoints.load() if resume else None
+    if checkpoint is not None and checkpoint.config_digest != digest:
+        log.warning("%s: config differs from the checkpointed run (beyond `rounds`); continuing anyway", out)
+    rundir.write_config(cfg)
+    rundir.write_env(
+        {
+            "backbone": lm.backbone.identity,
+            "dtype": cfg.model.dtype,
+            "adapted_layers": sorted({m.layer for m in lm.layout.modules}),
+            "resumed_from_round": checkpoint.round if checkpoint else None,
+            **env,
+        }
+    )
+    history = [RoundRecord(**r) for r in checkpoint.history] if checkpoint else []
+    rundir.start_metrics(history)
+    t0 = time.perf_counter()
+    result = runtime.run(
+        shared_init,
+        cfg.rounds,
+        on_round=rundir.append_metrics,
+        checkpoints=rundir.checkpoints,
+        config_digest=digest,
+        resume_from=checkpoint,
+    )
+    summary = build_summary(cfg, result, time.perf_counter() - t0, out, metric, synthetic, per_client_extra or {})
+    rundir.write_summary(summary)
+    rundir.write_report(single_report(summary))
+    if set(lm.layout.slot().keys) <= set(result.server.tensors):
+        export_peft(result.server.tensors, lm.layout, out / "adapter", base_model=cfg.backbone)
+    return result, summary
 
 
 def config_digest(cfg: RunConfig) -> str:
@@ -261,12 +285,20 @@ def client_heterogeneity(ws: Workspace) -> dict[str, float]:
     return heterogeneity_scores(targets, {c: covariates[lrn.data.train] for c, lrn in ws.learners.items()}, bins)
 
 
-def build_summary(cfg: RunConfig, ws: Workspace, result: SimulationResult, wall: float, out: Path) -> dict[str, Any]:
+def build_summary(
+    cfg: RunConfig,
+    result: SimulationResult,
+    wall: float,
+    out: Path,
+    metric: str,
+    synthetic: bool,
+    per_client_extra: dict[str, dict[str, float]],
+) -> dict[str, Any]:
     """Test metrics at the round chosen on validation (``metrics``) and after the last round."""
-    metric = next(iter(ws.learners.values())).task.primary_metric
     best, last = best_round(result.history, metric), result.history[-1]
     assert best.evaluation is not None
-    per_client: dict[str, dict[str, float]] = {cid: {} for cid in ws.learners}
+    clients = sorted({c for per_split in best.evaluation.values() for per in per_split.values() for c in per})
+    per_client: dict[str, dict[str, float]] = {cid: {} for cid in clients}
     for mode, per_split in best.evaluation.items():
         prefix = "" if mode == "personal" else f"{mode}/"
         for split, per in per_split.items():
@@ -278,13 +310,13 @@ def build_summary(cfg: RunConfig, ws: Workspace, result: SimulationResult, wall:
             for g, n in groups.items():
                 by_group.setdefault(direction, {}).setdefault(g, 0)
                 by_group[direction][g] += n
-    for cid, score in client_heterogeneity(ws).items():
-        per_client[cid]["heterogeneity"] = score
+    for cid, extra in per_client_extra.items():
+        per_client.setdefault(cid, {}).update(extra)
     return {
         "method": cfg.method,
         "dataset": cfg.dataset,
         "primary_metric": metric,
-        "synthetic": getattr(ws.table, "synthetic", False),
+        "synthetic": synthetic,
         "backbone": cfg.backbone,
         "rounds": cfg.rounds,
         "seed": cfg.seed,

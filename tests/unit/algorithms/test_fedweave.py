@@ -107,7 +107,8 @@ def test_top1_equals_running_only_the_chosen_expert(tiny_lm):
 
 def _multitask_run(permute_tasks: bool, **extra):
     from fedloom.experiments.runner import prepare_workspace
-    from fedloom.runtime.simulation import FederationConfig, InProcessRuntime
+    from fedloom.runtime.rounds import FederationConfig
+    from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import SHARED_DATA, small_config
 
     if not SHARED_DATA.is_dir():

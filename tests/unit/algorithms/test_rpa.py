@@ -254,7 +254,8 @@ def tiny_workspace():
 
 @pytest.mark.parametrize("name", sorted(ABLATIONS))
 def test_every_ablation_runs_two_rounds_on_the_tiny_model(name, tiny_workspace):
-    from fedloom.runtime.simulation import FederationConfig, InProcessRuntime
+    from fedloom.runtime.rounds import FederationConfig
+    from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import small_config
 
     ws = tiny_workspace

@@ -13,7 +13,8 @@ from fedloom.algorithms.fedavg import FedAvg
 from fedloom.errors import FedloomError
 from fedloom.experiments.runner import prepare_workspace
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
-from fedloom.runtime.simulation import FederationConfig, InProcessRuntime
+from fedloom.runtime.rounds import FederationConfig
+from fedloom.runtime.simulation import InProcessRuntime
 from tests.conftest import small_config
 
 

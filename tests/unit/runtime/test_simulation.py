@@ -8,7 +8,8 @@ import torch
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.experiments.runner import prepare_workspace
 from fedloom.runtime.communication import record_bytes
-from fedloom.runtime.simulation import FederationConfig, InProcessRuntime
+from fedloom.runtime.rounds import FederationConfig
+from fedloom.runtime.simulation import InProcessRuntime
 from tests.conftest import small_config
 
 
@@ -52,14 +53,21 @@ def test_same_seed_same_result_different_seed_different(workspace):
     assert any(not torch.equal(out[0][k], out[2][k]) for k in out[0])
 
 
+def start(rt, init):
+    """The server's initial state, with every client's initial state in the runtime's pool."""
+    rt.pool.start(init, None)
+    return rt.algorithm.init_server(init, rt.pool.ids)
+
+
 def test_fraction_samples_clients_and_unsampled_clients_keep_their_state(workspace):
     rt = InProcessRuntime(FedAvg(small_config().train), workspace.learners, FederationConfig(fraction=0.34), seed=0)
-    server, states = rt.initial_states(workspace.shared_init)
-    before = {c: dict(s.tensors) for c, s in states.items()}
-    _, rec = rt.run_round(1, server, states)
+    server = start(rt, workspace.shared_init)
+    before = {c: dict(s.tensors) for c, s in rt.pool.states().items()}
+    _, rec = rt.run_round(1, server)
     assert len(rec.selected) == 1
+    after = rt.pool.states()
     for c in workspace.learners:
-        same = all(torch.equal(before[c][k], states[c].tensors[k]) for k in before[c])
+        same = all(torch.equal(before[c][k], after[c].tensors[k]) for k in before[c])
         assert same == (c not in rec.selected)
 
 
@@ -72,8 +80,8 @@ class Flaky(FedAvg):
 
 def test_a_failing_client_is_recorded_and_left_out(workspace):
     rt = InProcessRuntime(Flaky(small_config().train), workspace.learners, FederationConfig(), seed=0)
-    server, states = rt.initial_states(workspace.shared_init)
-    new, rec = rt.run_round(1, server, states)
+    server = start(rt, workspace.shared_init)
+    new, rec = rt.run_round(1, server)
     assert rec.failures == {"energy": "RuntimeError: disk full"}
     assert "energy" not in rec.upload_bytes and rec.aggregated
     assert any(not torch.equal(new.tensors[k], server.tensors[k]) for k in server.tensors)
@@ -81,8 +89,8 @@ def test_a_failing_client_is_recorded_and_left_out(workspace):
 
 def test_too_few_successes_skip_aggregation(workspace):
     rt = InProcessRuntime(Flaky(small_config().train), workspace.learners, FederationConfig(min_clients=3), seed=0)
-    server, states = rt.initial_states(workspace.shared_init)
-    new, rec = rt.run_round(1, server, states)
+    server = start(rt, workspace.shared_init)
+    new, rec = rt.run_round(1, server)
     assert not rec.aggregated and new is server
 
 
@@ -132,15 +140,15 @@ class Tampering(FedAvg):
 def test_bad_uploads_are_rejected_and_never_aggregated(workspace, kind, reason):
     cfg = FederationConfig(max_update_norm=100.0)
     rt = InProcessRuntime(Tampering(small_config().train, kind), workspace.learners, cfg, seed=0)
-    server, states = rt.initial_states(workspace.shared_init)
-    new, rec = rt.run_round(1, server, states)
+    server = start(rt, workspace.shared_init)
+    new, rec = rt.run_round(1, server)
     assert set(rec.rejected) == {"energy"} and reason in rec.rejected["energy"]
     # the server equals FedAvg over the two honest clients, computed by hand
     honest = InProcessRuntime(FedAvg(small_config().train), workspace.learners, FederationConfig(), seed=0)
-    s2, st2 = honest.initial_states(workspace.shared_init)
-    ups = {}
-    for cid in ("financials", "technology"):
-        ups[cid] = honest._local_update(1, cid, honest.algorithm.configure(s2, [cid], 1)[cid], st2, type(rec)(1, []))
+    s2 = start(honest, workspace.shared_init)
+    honest_ids = ["financials", "technology"]
+    results = honest.pool.train(1, honest.algorithm.configure(s2, honest_ids, 1))
+    ups = {cid: results[cid].upload for cid in honest_ids}
     n = {c: len(workspace.learners[c].data.train) for c in ups}
     for key in server.tensors:
         by_hand = sum(n[c] * ups[c].tensors[key].to(torch.bfloat16).float() for c in ups) / sum(n.values())

@@ -73,7 +73,8 @@ def test_side_channel_standardizes_on_train_rows_and_feeds_the_head():
 def test_text_plus_numeric_runs_with_covariates_only_in_the_head():
     from fedloom.algorithms.registry import build_algorithm
     from fedloom.experiments.runner import prepare_workspace
-    from fedloom.runtime.simulation import FederationConfig, InProcessRuntime
+    from fedloom.runtime.rounds import FederationConfig
+    from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import small_config
 
     cfg = small_config(**{"prompt.inputs": "text+numeric"})

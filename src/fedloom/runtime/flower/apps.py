@@ -1,36 +1,51 @@
-"""A Flower ServerApp / ClientApp pair around the same algorithm objects as the in-process runtime.
+"""Flower ServerApp / ClientApp around the shared round loop (flwr 1.42, Message API).
 
-The ServerApp owns sampling, downloads, validation and aggregation; each ClientApp owns one data
-owner's rows (``partition-id`` in its node config → the client with that index in sorted order),
-builds its workspace once per process and keeps its private state in ``context.state``. Local work
-goes through `client_round`, seeded from (seed, round, client) alone, so for a fixed configuration
-both runtimes compute the same adapters.
+The ServerApp runs the same `Runtime` as the in-process default; its client pool, `FlowerClients`,
+sends each round's downloads as TRAIN messages through the Grid and reads the uploads back. Each
+ClientApp is one data owner: it builds its workspace from the configuration the server sends, keeps
+its private state (heads, local adapters, routes...) in its node's own directory, and replies with
+the method's upload only. Data, heads and private state never leave the node.
+
+Node config keys: ``partition-id`` (which client of the configured partition this node is; Flower's
+simulation sets it) or ``client-id``; optional ``data-dir`` (the owner's datasets folder) and
+``state-dir`` (where private state is kept; default ``$FEDLOOM_CACHE/node-state``).
 """
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
+import torch
+import yaml
 from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
+from safetensors.torch import load_file, save_file
 
+from fedloom.algorithms.base import Record
 from fedloom.algorithms.registry import build_algorithm
-from fedloom.errors import ConfigError, UploadError
-from fedloom.experiments.config import RunConfig
+from fedloom.backbone.loading import cache_root
+from fedloom.errors import ConfigError
+from fedloom.experiments.config import RunConfig, dump_config
 from fedloom.runtime.communication import wire_dtype
-from fedloom.runtime.flower.records import from_recorddict, load_state, store_state, to_recorddict
-from fedloom.runtime.sampling import select_clients
-from fedloom.runtime.seeding import generator
-from fedloom.runtime.simulation import client_round
-from fedloom.runtime.validation import validate_upload
+from fedloom.runtime.flower.records import from_recorddict, to_recorddict
+from fedloom.runtime.rounds import EVAL_SPLITS, ClientResult, Evaluation, Runtime, empty_evaluation
+from fedloom.runtime.simulation import client_round, evaluate_client
 
-ROUND, CLIENT_ID = "round", "client_id"
+RUN = "run"  # ConfigRecord of every message: round, the run's configuration (YAML) and its key
+DOWNLOAD, SERVER = "download", "server"
 _WORKSPACES: dict[str, Any] = {}
 
 
-def workspace(cfg: RunConfig) -> Any:
+# ---------------------------------------------------------------- client side
+
+
+def node_workspace(cfg: RunConfig) -> Any:
     """This process's workspace for ``cfg`` (backbone, features, learners), built on first use."""
     from fedloom.experiments.runner import config_digest, prepare_workspace
 
@@ -40,98 +55,260 @@ def workspace(cfg: RunConfig) -> Any:
     return _WORKSPACES[key]
 
 
-def make_client_app(cfg: RunConfig) -> ClientApp:
-    app = ClientApp()
-    algorithm = build_algorithm(cfg.method, cfg.build_context(workspace(cfg).lm.layout.slot()))
-    wire = wire_dtype(cfg.federation.wire_dtype)
+def node_config(msg: Message, context: Context) -> tuple[RunConfig, str]:
+    """The run's configuration (with this node's data dir) and the client this node is."""
+    raw = yaml.safe_load(str(msg.content.config_records[RUN]["config"]))
+    if "data-dir" in context.node_config:
+        raw.setdefault("data", {})["data_dir"] = str(context.node_config["data-dir"])
+    cfg = RunConfig.model_validate(raw)
+    ids = sorted(node_workspace(cfg).learners)
+    if "client-id" in context.node_config:
+        cid = str(context.node_config["client-id"])
+        if cid not in ids:
+            raise ConfigError(f"node client-id {cid!r} is not one of the clients: {', '.join(ids)}")
+        return cfg, cid
+    pid = int(context.node_config.get("partition-id", -1))
+    if not 0 <= pid < len(ids):
+        raise ConfigError(f"node partition-id {pid} does not name one of the {len(ids)} clients")
+    return cfg, ids[pid]
 
-    def client_id(context: Context) -> str:
-        ids = sorted(workspace(cfg).learners)
-        pid = int(context.node_config.get("partition-id", -1))
-        if not 0 <= pid < len(ids):
-            raise ConfigError(f"node partition-id {pid} does not name one of the {len(ids)} clients")
-        return ids[pid]
+
+class NodeState:
+    """A client's private state on its node's disk, one version per round (the last two kept), so a
+    resumed server that replays round r finds the state the client had before r."""
+
+    def __init__(self, context: Context, run_key: str, client: str) -> None:
+        root = Path(str(context.node_config.get("state-dir", cache_root() / "node-state")))
+        self.dir = root / run_key / client
+
+    def load(self, before: int) -> Record | None:
+        """The newest state saved after a round < ``before``, or None (first round of this client)."""
+        rounds = sorted(r for r in self._rounds() if r < before)
+        if not rounds:
+            return None
+        path = self.dir / f"round-{rounds[-1]:05d}"
+        scalars = json.loads((path / "scalars.json").read_text())
+        return Record(load_file(path / "tensors.safetensors"), scalars)
+
+    def save(self, rnd: int, state: Record) -> None:
+        path = self.dir / f"round-{rnd:05d}"
+        tmp = self.dir / f".tmp-{rnd:05d}-{uuid.uuid4().hex[:8]}"
+        tmp.mkdir(parents=True)
+        save_file({k: v.contiguous() for k, v in state.tensors.items()}, tmp / "tensors.safetensors")
+        (tmp / "scalars.json").write_text(json.dumps(dict(state.scalars)))
+        if path.exists():
+            _remove(path)
+        tmp.rename(path)
+        for old in sorted(self._rounds())[:-2]:
+            _remove(self.dir / f"round-{old:05d}")
+
+    def _rounds(self) -> list[int]:
+        if not self.dir.is_dir():
+            return []
+        return [int(p.name.split("-")[1]) for p in self.dir.glob("round-*")]
+
+
+def _remove(path: Path) -> None:
+    for f in path.iterdir():
+        f.unlink()
+    path.rmdir()
+
+
+def _client_state(msg: Message, context: Context, rnd: int) -> tuple[RunConfig, Any, str, Any, NodeState, Record]:
+    cfg, cid = node_config(msg, context)
+    ws = node_workspace(cfg)
+    algorithm = build_algorithm(cfg.method, cfg.build_context(ws.lm.layout.slot()))
+    store = NodeState(context, str(msg.content.config_records[RUN]["run_key"]), cid)
+    state = store.load(before=rnd)
+    if state is None:
+        from fedloom.runtime.seeding import generator
+
+        state = algorithm.init_client(ws.shared_init, ws.learners[cid], generator(cfg.seed, "init", cid))
+    return cfg, ws, cid, algorithm, store, state
+
+
+def make_client_app() -> ClientApp:
+    """The ClientApp: one data owner per node; everything it needs arrives in the messages."""
+    app = ClientApp()
 
     @app.query()
     def query(msg: Message, context: Context) -> Message:
-        return Message(RecordDict({"client": ConfigRecord({CLIENT_ID: client_id(context)})}), reply_to=msg)
+        cfg, cid = node_config(msg, context)
+        ws = node_workspace(cfg)
+        learner = ws.learners[cid]
+        info = {
+            "client_id": cid,
+            "primary_metric": learner.task.primary_metric,
+            "synthetic": bool(getattr(ws.table, "synthetic", False)),
+            **{f"size/{s}": len(learner.data.split(s)) for s in EVAL_SPLITS},
+        }
+        return Message(RecordDict({"client": ConfigRecord(info)}), reply_to=msg)
 
     @app.train()
     def train(msg: Message, context: Context) -> Message:
-        ws, cid = workspace(cfg), client_id(context)
-        learner = ws.learners[cid]
-        state = load_state(context.state)
-        if state is None:
-            state = algorithm.init_client(ws.shared_init, learner, generator(cfg.seed, "init", cid))
-        rnd = int(msg.content.config_records["config"][ROUND])
-        update = client_round(algorithm, learner, from_recorddict(msg.content), state, cfg.seed, rnd)
-        store_state(context.state, update.state)  # private: float32, never on the wire
-        reply = to_recorddict(update.upload, wire)
-        reply["metrics"] = MetricRecord({k: float(v) for k, v in update.metrics.items()})
+        t0 = time.perf_counter()
+        rnd = int(msg.content.config_records[RUN]["round"])
+        cfg, ws, cid, algorithm, store, state = _client_state(msg, context, rnd)
+        download = from_recorddict(msg.content, DOWNLOAD)
+        update = client_round(algorithm, ws.learners[cid], download, state, cfg.seed, rnd)
+        store.save(rnd, update.state)  # private: float32, on this node only
+        reply = to_recorddict(update.upload, wire_dtype(cfg.federation.wire_dtype), DOWNLOAD)
+        metrics = {k: float(v) for k, v in update.metrics.items()}
+        reply["metrics"] = MetricRecord({**metrics, "fedloom.seconds": time.perf_counter() - t0})
         return Message(reply, reply_to=msg)
 
+    @app.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        rnd = int(msg.content.config_records[RUN]["round"])
+        _, ws, cid, algorithm, _, state = _client_state(msg, context, rnd + 1)  # the state after round rnd
+        server, download = from_recorddict(msg.content, SERVER), from_recorddict(msg.content, DOWNLOAD)
+        result = evaluate_client(algorithm, ws.learners[cid], server, download, state)
+        flat = {f"{mode}/{split}/{m}": float(v) for mode, per in result.items() for split, vs in per.items()
+                for m, v in vs.items()}  # fmt: skip
+        return Message(RecordDict({"metrics": MetricRecord(flat)}), reply_to=msg)
+
     return app
+
+
+# ---------------------------------------------------------------- server side
+
+
+class FlowerClients:
+    """A client pool on Flower nodes: each call becomes messages through the Grid.
+
+    Nodes are mapped to client ids by asking them (QUERY); a node that reconnects gets a new node id
+    and is found again at the start of the next round. Replies missing at ``round_timeout`` (a
+    straggler, a killed node) count as that client's failure for the round.
+    """
+
+    def __init__(self, grid: Grid, cfg: RunConfig, run_key: str, num_nodes: int, connect_timeout: float) -> None:
+        self.grid, self.cfg, self.run_key = grid, cfg, run_key
+        self.wire = wire_dtype(cfg.federation.wire_dtype)
+        self.timeout, self.connect_timeout = cfg.federation.round_timeout, connect_timeout
+        self.nodes: dict[str, int] = {}
+        self.info: dict[str, dict[str, Any]] = {}
+        deadline = time.monotonic() + connect_timeout
+        while len(grid.get_node_ids()) < num_nodes:
+            if time.monotonic() > deadline:
+                have = len(grid.get_node_ids())
+                raise ConfigError(f"only {have} of {num_nodes} SuperNodes connected within {connect_timeout:.0f} s")
+            time.sleep(0.2)
+        self.refresh()
+        self.ids = sorted(self.nodes)
+        self.sizes = {s: {c: int(self.info[c][f"size/{s}"]) for c in self.ids} for s in EVAL_SPLITS}
+
+    def run_record(self, rnd: int) -> ConfigRecord:
+        return ConfigRecord({"round": rnd, "config": dump_config(self.cfg), "run_key": self.run_key})
+
+    def refresh(self) -> None:
+        """Ask every node not yet known which client it is."""
+        known = set(self.nodes.values())
+        new = [n for n in self.grid.get_node_ids() if n not in known]
+        if not new:
+            return
+        msgs = [
+            Message(content=RecordDict({RUN: self.run_record(0)}), dst_node_id=n, message_type=MessageType.QUERY)
+            for n in new
+        ]
+        for reply in self.grid.send_and_receive(msgs, timeout=self.connect_timeout):  # a first load can be slow
+            if reply.has_error():
+                continue
+            info = dict(reply.content.config_records["client"])
+            self.nodes[str(info["client_id"])] = reply.metadata.src_node_id
+            self.info[str(info["client_id"])] = info
+
+    def start(self, shared_init: Mapping[str, torch.Tensor], resume: Mapping[str, Record] | None) -> None:
+        """Nothing to do: each node initializes (or finds on its disk) its own private state."""
+
+    def states(self) -> dict[str, Record]:
+        return {}  # private states stay on the nodes
+
+    def _exchange(self, kind: str, rnd: int, contents: Mapping[str, RecordDict]) -> tuple[dict, dict]:
+        self.refresh()
+        messages, by_node = [], {}
+        for cid, content in contents.items():
+            content[RUN] = self.run_record(rnd)
+            messages.append(
+                Message(content=content, dst_node_id=self.nodes[cid], message_type=kind, group_id=str(rnd))
+            )
+            by_node[self.nodes[cid]] = cid
+        replies, errors = {}, {}
+        for reply in self.grid.send_and_receive(messages, timeout=self.timeout):
+            cid = by_node.get(reply.metadata.src_node_id)
+            if cid is None:
+                continue
+            if reply.has_error():
+                errors[cid] = f"error on the node: {reply.error.reason}"
+            else:
+                replies[cid] = reply.content
+        return replies, errors
+
+    def train(self, rnd: int, downloads: Mapping[str, Record]) -> dict[str, ClientResult]:
+        out = {cid: ClientResult(failure="client not connected") for cid in downloads if cid not in self.nodes}
+        contents = {cid: to_recorddict(d, self.wire, DOWNLOAD) for cid, d in downloads.items() if cid in self.nodes}
+        replies, errors = self._exchange(MessageType.TRAIN, rnd, contents)
+        for cid in contents:
+            if cid in replies:
+                metrics = dict(replies[cid].metric_records["metrics"])
+                seconds = float(metrics.pop("fedloom.seconds", 0.0))
+                out[cid] = ClientResult(from_recorddict(replies[cid], DOWNLOAD), metrics, seconds=seconds)
+            else:
+                out[cid] = ClientResult(failure=errors.get(cid, f"no reply within {self.timeout:g} s"))
+        return out
+
+    def evaluate(self, rnd: int, server: Record, downloads: Mapping[str, Record]) -> Evaluation:
+        exact = torch.float32  # evaluation inputs travel exactly: the same numbers as in process
+        contents = {}
+        for cid, download in downloads.items():
+            if cid in self.nodes:
+                content = to_recorddict(download, exact, DOWNLOAD)
+                for key, value in to_recorddict(server, exact, SERVER).items():
+                    content[key] = value
+                contents[cid] = content
+        replies, _ = self._exchange(MessageType.EVALUATE, rnd, contents)
+        out = empty_evaluation()
+        for cid, content in replies.items():
+            for key, value in content.metric_records["metrics"].items():
+                mode, split, metric = key.split("/", 2)
+                out.setdefault(mode, {s: {} for s in EVAL_SPLITS})[split].setdefault(cid, {})[metric] = float(value)
+        return out
+
+
+def serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool = False,
+          connect_timeout: float = 600.0) -> dict[str, Any]:  # fmt: skip
+    """The ServerApp's work: the shared round loop over Flower nodes, writing ``out`` like `fedloom run`."""
+    from fedloom.experiments.runner import load_adapted, run_rounds
+    from fedloom.runtime.seeding import generator
+
+    out.mkdir(parents=True, exist_ok=True)
+    key_file = out / "flower.json"
+    if resume and key_file.is_file():
+        run_key = json.loads(key_file.read_text())["run_key"]
+    else:  # a fresh run never sees private state left on the nodes by an earlier one
+        run_key = uuid.uuid4().hex
+        key_file.write_text(json.dumps({"run_key": run_key}))
+    lm = load_adapted(cfg)
+    shared_init = lm.layout.init_slot(generator(cfg.seed, "adapter-init"))
+    algorithm = build_algorithm(cfg.method, cfg.build_context(lm.layout.slot()))
+    pool = FlowerClients(grid, cfg, run_key, num_nodes, connect_timeout)
+    info = next(iter(pool.info.values()))
+    runtime = Runtime(algorithm, pool, cfg.federation, cfg.seed)
+    env = {"runtime": "flower", "nodes": dict(pool.nodes)}
+    _, summary = run_rounds(cfg, runtime, lm, shared_init, out, str(info["primary_metric"]),
+                            bool(info["synthetic"]), env, resume)  # fmt: skip
+    return summary
 
 
 def make_server_app(
-    cfg: RunConfig, num_nodes: int, result: dict[str, Any] | None = None, timeout: float = 3600.0
+    cfg: RunConfig, num_nodes: int, out: Path, resume: bool = False, result: dict[str, Any] | None = None
 ) -> ServerApp:
-    """The ServerApp, which starts once ``num_nodes`` SuperNodes are connected (or fails after
-    ``timeout`` seconds); with ``result``, the final server state and per-round log are left in it."""
+    """A ServerApp bound to one configuration (Python API: ``flwr.simulation.run_simulation``)."""
     app = ServerApp()
-    algorithm = build_algorithm(cfg.method, cfg.build_context(workspace(cfg).lm.layout.slot()))
-    wire = wire_dtype(cfg.federation.wire_dtype)
 
     @app.main()
     def main(grid: Grid, context: Context) -> None:
-        nodes = _client_nodes(grid, num_nodes, timeout)
-        clients = sorted(nodes)
-        server = algorithm.init_server(workspace(cfg).shared_init, clients)
-        log = []
-        for rnd in range(1, cfg.rounds + 1):
-            fed = cfg.federation
-            selected = select_clients(clients, fed.fraction, fed.clients_per_round, rnd, cfg.seed)
-            downloads = algorithm.configure(server, selected, rnd)
-            messages = []
-            for cid in selected:
-                content = to_recorddict(downloads[cid], wire)
-                content["config"] = ConfigRecord({ROUND: rnd})
-                messages.append(grid.create_message(content, MessageType.TRAIN, nodes[cid], str(rnd)))
-            uploads, problems = {}, {}
-            by_node = {nodes[c]: c for c in selected}
-            for reply in grid.send_and_receive(messages, timeout=timeout):
-                cid = by_node[reply.metadata.src_node_id]
-                if reply.has_error():
-                    problems[cid] = f"error: {reply.error.reason}"
-                    continue
-                upload = from_recorddict(reply.content)
-                try:
-                    validate_upload(upload, algorithm.upload_spec(downloads[cid], cid), downloads[cid],
-                                    cfg.federation.max_update_norm)  # fmt: skip
-                except UploadError as exc:
-                    problems[cid] = f"rejected: {exc}"
-                    continue
-                uploads[cid] = upload
-            if len(uploads) >= cfg.federation.min_clients:
-                server = algorithm.aggregate(server, uploads, rnd)
-            log.append({"round": rnd, "selected": selected, "accepted": sorted(uploads), "problems": problems})
+        summary = serve(grid, cfg, out, num_nodes, resume)
         if result is not None:
-            result.update(server=server, log=log)
+            result["summary"] = summary
 
     return app
-
-
-def _client_nodes(grid: Grid, num_nodes: int, timeout: float) -> dict[str, int]:
-    """Client id → node id, asked of every node once ``num_nodes`` are connected."""
-    deadline = time.monotonic() + timeout
-    while len(node_ids := sorted(grid.get_node_ids())) < num_nodes:
-        if time.monotonic() > deadline:
-            raise ConfigError(f"only {len(node_ids)} of {num_nodes} SuperNodes connected within {timeout:.0f} s")
-        time.sleep(0.2)
-    messages = [grid.create_message(RecordDict(), MessageType.QUERY, node, "clients") for node in node_ids]
-    out = {}
-    for reply in grid.send_and_receive(messages, timeout=timeout):
-        if reply.has_error():
-            raise ConfigError(f"node {reply.metadata.src_node_id} failed to name its client: {reply.error.reason}")
-        out[str(reply.content.config_records["client"][CLIENT_ID])] = reply.metadata.src_node_id
-    return out

@@ -1,0 +1,244 @@
+"""The round loop every runtime shares, and the client pool it drives.
+
+The loop owns what happens on the server: sampling, downloads, byte counts, upload validation,
+failures, aggregation, timing, evaluation and checkpoints. Where client work happens is the pool's
+business: in this process (`fedloom.runtime.simulation`) or on Flower nodes
+(`fedloom.runtime.flower`). What happens to the tensors is the algorithm's business.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal, Protocol
+
+import numpy as np
+import torch
+from pydantic import BaseModel, ConfigDict, Field
+
+from fedloom.algorithms.base import Algorithm, Record
+from fedloom.errors import UploadError
+from fedloom.metrics.federated import macro_mean, weighted_mean, worst_quartile_mean
+from fedloom.progress import Progress, SilentProgress
+from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
+from fedloom.runtime.communication import bytes_by_group, transmit, wire_dtype
+from fedloom.runtime.sampling import select_clients
+from fedloom.runtime.validation import validate_upload
+
+LOWER_IS_BETTER = ("mse", "mae", "loss")  # every other metric (IC, accuracy, MCC, score...) is higher-better
+EVAL_SPLITS = ("val", "test")
+Evaluation = dict[str, dict[str, dict[str, dict[str, float]]]]  # mode → split → client → metric → value
+
+
+def higher_is_better(metric: str) -> bool:
+    """Direction of a metric name, also for per-task names such as ``gsm8k/loss``."""
+    return metric.rsplit("/", 1)[-1] not in LOWER_IS_BETTER
+
+
+class FederationConfig(BaseModel):
+    """How rounds run."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fraction: float = Field(1.0, gt=0, le=1, description="fraction of clients sampled each round")
+    clients_per_round: int | None = Field(None, ge=1, description="sample this many clients (overrides fraction)")
+    min_clients: int = Field(1, ge=1, description="fewest accepted uploads for a round to aggregate")
+    eval_every: int = Field(1, ge=1, description="evaluate every N rounds (and always after the last)")
+    wire_dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="dtype of floating tensors on the wire")
+    max_update_norm: float | None = Field(None, gt=0, description="reject uploads whose update L2 norm exceeds this")
+    checkpoint_every: int = Field(1, ge=0, description="checkpoint every N rounds (0: never)")
+    round_timeout: float = Field(
+        3600.0, gt=0, description="Flower: seconds to wait for a round's replies; stragglers are left out"
+    )
+
+
+@dataclass
+class RoundRecord:
+    """Everything measured in one round (one line of ``metrics.jsonl``)."""
+
+    round: int
+    selected: list[str]
+    train: dict[str, dict[str, float]] = field(default_factory=dict)
+    failures: dict[str, str] = field(default_factory=dict)
+    rejected: dict[str, str] = field(default_factory=dict)
+    download_bytes: dict[str, int] = field(default_factory=dict)
+    upload_bytes: dict[str, int] = field(default_factory=dict)
+    bytes_by_group: dict[str, dict[str, int]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    aggregated: bool = True
+    diagnostics: dict[str, Any] = field(default_factory=dict)
+    evaluation: Evaluation | None = None
+    summary: dict[str, float] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class SimulationResult:
+    """Final server state, the client states the runtime holds (none on Flower) and the round log."""
+
+    server: Record
+    clients: dict[str, Record]
+    history: list[RoundRecord]
+
+
+@dataclass(frozen=True)
+class ClientResult:
+    """What came back from one client: its upload as received, or why there is none."""
+
+    upload: Record | None = None
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    failure: str | None = None
+    seconds: float = 0.0
+
+
+class ClientPool(Protocol):
+    """Where client work happens. Downloads and uploads cross the wire inside the pool."""
+
+    ids: list[str]
+    sizes: dict[str, dict[str, int]]  # split → client → rows (for weighted summaries)
+
+    def start(self, shared_init: Mapping[str, torch.Tensor], resume: Mapping[str, Record] | None) -> None:
+        """Initialize (or, on resume, restore) every client's private state."""
+
+    def train(self, rnd: int, downloads: Mapping[str, Record]) -> dict[str, ClientResult]:
+        """Local work of the clients in ``downloads``; one result per client."""
+
+    def evaluate(self, rnd: int, server: Record, downloads: Mapping[str, Record]) -> Evaluation:
+        """Personalized (and, where the method has one, global) metrics of every client."""
+
+    def states(self) -> dict[str, Record]:
+        """The private states this pool holds for checkpoints (none where nodes keep their own)."""
+
+
+def summarize(per_mode: Evaluation, sizes: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
+    """``{mode}/{split}/{metric}/{macro|weighted|worst25}`` over clients; mode is personal or global."""
+    out: dict[str, float] = {}
+    for mode, per_split in per_mode.items():
+        for split, per_client in per_split.items():
+            for m in sorted({m for v in per_client.values() for m in v}):
+                values = {c: v[m] for c, v in per_client.items() if m in v}
+                key = f"{mode}/{split}/{m}"
+                out[f"{key}/macro"] = macro_mean(values)
+                out[f"{key}/weighted"] = weighted_mean(values, sizes[split])
+                out[f"{key}/worst25"] = worst_quartile_mean(values, higher_is_better(m))
+    return out
+
+
+class Runtime:
+    """Runs an algorithm's rounds over a client pool."""
+
+    def __init__(
+        self,
+        algorithm: Algorithm,
+        pool: ClientPool,
+        cfg: FederationConfig,
+        seed: int,
+        progress: Progress | None = None,
+    ) -> None:
+        self.algorithm, self.pool, self.cfg, self.seed = algorithm, pool, cfg, seed
+        self.wire = wire_dtype(cfg.wire_dtype)
+        self.progress = progress or SilentProgress()
+
+    def run(
+        self,
+        shared_init: Mapping[str, torch.Tensor],
+        rounds: int,
+        on_round: Callable[[RoundRecord], None] | None = None,
+        checkpoints: CheckpointStore | None = None,
+        config_digest: str = "",
+        resume_from: Checkpoint | None = None,
+    ) -> SimulationResult:
+        """Rounds ``1..rounds``, or ``resume_from.round + 1..rounds`` continuing a checkpoint exactly."""
+        if resume_from is None:
+            server = self.algorithm.init_server(shared_init, self.pool.ids)
+            history: list[RoundRecord] = []
+        else:
+            server = resume_from.server
+            history = [RoundRecord(**r) for r in resume_from.history]
+        self.pool.start(shared_init, None if resume_from is None else resume_from.clients)
+        start = len(history) + 1
+        advance = self.progress.task(f"{self.algorithm.name}: rounds", rounds - start + 1)
+        for rnd in range(start, rounds + 1):
+            server, record = self.run_round(rnd, server)
+            if rnd % self.cfg.eval_every == 0 or rnd == rounds:
+                t0 = time.perf_counter()
+                record.evaluation = self.evaluate(server, rnd)
+                record.summary = summarize(record.evaluation, self.pool.sizes)
+                record.seconds["evaluate"] = time.perf_counter() - t0
+            history.append(record)
+            every = self.cfg.checkpoint_every
+            if checkpoints is not None and every and (rnd % every == 0 or rnd == rounds):
+                states = self.pool.states()
+                checkpoints.save(Checkpoint(rnd, server, states, [r.to_json() for r in history], config_digest))
+            if on_round is not None:
+                on_round(record)
+            advance(1)
+        return SimulationResult(server, self.pool.states(), history)
+
+    def sample(self, rnd: int) -> list[str]:
+        return select_clients(sorted(self.pool.ids), self.cfg.fraction, self.cfg.clients_per_round, rnd, self.seed)
+
+    def run_round(self, rnd: int, server: Record) -> tuple[Record, RoundRecord]:
+        """One round: sample, download, local updates, validate, aggregate. Returns the new server
+        state (unchanged when too few uploads are accepted) and the round's record."""
+        start = time.perf_counter()
+        selected = self.sample(rnd)
+        record = RoundRecord(round=rnd, selected=selected, seconds={"local": 0.0})
+        downloads = self.algorithm.configure(server, selected, rnd)
+        for cid in selected:
+            down = bytes_by_group(downloads[cid], self.wire)
+            record.download_bytes[cid] = sum(down.values())
+            _accumulate(record.bytes_by_group, "download", down)
+        t0 = time.perf_counter()
+        results = self.pool.train(rnd, {c: downloads[c] for c in selected})
+        record.seconds["local"] = time.perf_counter() - t0
+        record.seconds["client_compute"] = sum(r.seconds for r in results.values())
+        uploads = {}
+        for cid in selected:
+            result = results.get(cid, ClientResult(failure="no reply"))
+            if result.upload is None:  # a failing client is recorded and left out; the round goes on
+                record.failures[cid] = result.failure or "no upload"
+                continue
+            up = bytes_by_group(result.upload, self.wire)
+            record.upload_bytes[cid] = sum(up.values())
+            _accumulate(record.bytes_by_group, "upload", up)
+            record.train[cid] = {**result.metrics, "seconds": result.seconds}
+            received = transmit(result.upload, self.wire)  # idempotent where the pool already rounded
+            try:
+                validate_upload(received, self.algorithm.upload_spec(downloads[cid], cid), downloads[cid],
+                                self.cfg.max_update_norm)  # fmt: skip
+            except UploadError as exc:  # rejected: logged, never aggregated
+                record.rejected[cid] = str(exc)
+                continue
+            uploads[cid] = received
+        t0 = time.perf_counter()
+        record.aggregated = len(uploads) >= self.cfg.min_clients
+        new_server = self.algorithm.aggregate(server, uploads, rnd) if record.aggregated else server
+        record.seconds["aggregate"] = time.perf_counter() - t0
+        if record.aggregated:
+            record.diagnostics = self.algorithm.diagnostics(server, uploads, new_server)
+        # everything but client work: sampling, downloads, byte counts, validation, aggregation
+        record.seconds["server"] = time.perf_counter() - start - record.seconds["local"]
+        return new_server, record
+
+    def evaluate(self, server: Record, rnd: int) -> Evaluation:
+        """Personalized and, where the method has one, global evaluation on every client's val/test rows."""
+        return self.pool.evaluate(rnd, server, self.algorithm.configure(server, self.pool.ids, rnd))
+
+
+def empty_evaluation(modes: Sequence[str] = ("personal",)) -> Evaluation:
+    return {mode: {s: {} for s in EVAL_SPLITS} for mode in modes}
+
+
+def _accumulate(target: dict[str, dict[str, int]], direction: str, groups: Mapping[str, int]) -> None:
+    bucket = target.setdefault(direction, {})
+    for group, n in groups.items():
+        bucket[group] = bucket.get(group, 0) + n
+
+
+def mean_train_loss(record: RoundRecord) -> float:
+    losses = [m["train_loss"] for m in record.train.values() if "train_loss" in m]
+    return float(np.mean(losses)) if losses else float("nan")

@@ -1,0 +1,39 @@
+"""The check every Flower test makes: a run on Flower equals the same run in process."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from fedloom.experiments.config import RunConfig
+
+
+def assert_same_run(cfg: RunConfig, tmp_path: Path, on_flower: Callable[[Any, Path], None]) -> dict:
+    """Run ``cfg`` in process and via ``on_flower(workspace, out)``; assert the same sampled clients,
+    upload bytes, final adapters and metrics. Returns the Flower run's summary."""
+    from fedloom.experiments.runner import prepare_workspace, run_method
+    from fedloom.runtime.checkpoint import CheckpointStore
+
+    ws = prepare_workspace(cfg)
+    expected = run_method(cfg, ws, tmp_path / "in-process")
+    on_flower(ws, tmp_path / "flower")
+    got = json.loads((tmp_path / "flower" / "summary.json").read_text())
+    rounds = [[json.loads(line) for line in (tmp_path / d / "metrics.jsonl").read_text().splitlines()]
+              for d in ("in-process", "flower")]  # fmt: skip
+    assert [r["selected"] for r in rounds[0]] == [r["selected"] for r in rounds[1]]
+    assert all(not r["failures"] and not r["rejected"] for r in rounds[1])
+    assert [r["upload_bytes"] for r in rounds[0]] == [r["upload_bytes"] for r in rounds[1]]
+    a = CheckpointStore(tmp_path / "in-process" / "checkpoints").load().server.tensors
+    b = CheckpointStore(tmp_path / "flower" / "checkpoints").load().server.tensors
+    assert set(a) == set(b)
+    for key in a:
+        torch.testing.assert_close(b[key], a[key], atol=1e-6, rtol=1e-5)
+    assert set(got["metrics"]) == set(expected["metrics"])
+    for key, value in expected["metrics"].items():
+        assert got["metrics"][key] == pytest.approx(value, rel=1e-4, abs=1e-6, nan_ok=True), key
+    return got

@@ -1,0 +1,253 @@
+"""A real local deployment: one SuperLink and three SuperNodes on 127.0.0.1 (separate processes,
+started and stopped here), the fedloom Flower app submitted with ``flwr run``. It must end with the
+same adapters and metrics as the in-process runtime, survive a SuperNode killed mid-run (the node
+rejoins later), resume a killed server from its checkpoint, and leave no process behind."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fedloom.experiments.config import dump_config
+from tests.conftest import small_config
+from tests.integration.flower_check import assert_same_run
+
+pytestmark = pytest.mark.integration
+
+APP = Path(__file__).resolve().parents[2] / "deploy" / "flower"
+BIN = Path(sys.executable).parent
+NODES = 3
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """SuperLink + SuperNodes as process groups; `stop` kills every process they started."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.home = root / "flwr-home"
+        self.home.mkdir(parents=True)
+        self.port = free_port()
+        connection = f'[superlink.local]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
+        (self.home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n\n{connection}')
+        self.env = {**os.environ, "FLWR_HOME": str(self.home)}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.spawned: set[int] = set()
+
+    def _start(self, name: str, args: list[str]) -> None:
+        log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        self.procs[name] = subprocess.Popen(args, env=self.env, stdout=log, stderr=log, start_new_session=True)
+
+    def start(self) -> None:
+        self._start("superlink", [str(BIN / "flower-superlink"), "--insecure", "--port", str(self.port),
+                                  "--disable-runtime-dependency-installation"])  # fmt: skip
+        for i in range(NODES):
+            self.start_node(i)
+        self.wait_for_nodes(NODES)
+
+    def wait_for_nodes(self, count: int, timeout: float = 120) -> None:
+        """Until the SuperLink has activated ``count`` SuperNodes since it started."""
+        log, deadline = self.root / "superlink.log", time.monotonic() + timeout
+        while log.read_text(errors="replace").count("Activated node_id") < count:
+            assert time.monotonic() < deadline, f"SuperNodes did not connect:\n{log.read_text()[-2000:]}"
+            time.sleep(0.2)
+
+    def start_node(self, i: int) -> None:
+        config = f"partition-id={i} state-dir='{self.root / f'state{i}'}'"
+        link = f"127.0.0.1:{self.port}"
+        self._start(f"node{i}", [str(BIN / "flower-supernode"), "--insecure", "--superlink", link,
+                                 "--port", str(free_port()), "--node-config", config])  # fmt: skip
+
+    def kill(self, name: str) -> None:
+        proc = self.procs.pop(name)
+        self._remember(proc)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(10)
+
+    def _remember(self, proc: subprocess.Popen) -> None:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            self.spawned |= {p.pid for p in psutil.Process(proc.pid).children(recursive=True)} | {proc.pid}
+
+    def flwr_run(self, cfg_path: Path, out: Path, extra: str = "", wait: bool = True) -> subprocess.Popen:
+        run_config = f"config='{cfg_path}' out='{out}' num-nodes={NODES} {extra}".strip()
+        proc = subprocess.Popen([str(BIN / "flwr"), "run", str(APP), "local", "--stream", "-c", run_config],
+                                env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
+        if wait:
+            output, _ = proc.communicate(timeout=600)
+            assert (out / "summary.json").is_file(), output.decode()[-3000:]
+        return proc
+
+    def stop(self) -> None:
+        for proc in self.procs.values():
+            self._remember(proc)
+        for name in list(self.procs):
+            self.kill(name)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in self.spawned):
+            time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(tmp_path_factory.mktemp("deployment"))
+    c.start()
+    yield c
+    c.stop()
+    left = [p for p in c.spawned if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert not left, f"processes left behind: {left}"
+
+
+def deployed(cluster: Cluster, cfg, tmp_path: Path):
+    cfg_path = tmp_path / "run.yaml"
+    cfg_path.write_text(dump_config(cfg))
+    return lambda ws, out: cluster.flwr_run(cfg_path, out)
+
+
+@pytest.mark.parametrize("method", ["fedavg", "rpa", "fedweave"])
+def test_deployment_equals_in_process(cluster, method, tmp_path):
+    fraction = 1.0 if method == "fedweave" else 0.67
+    cfg = small_config(**{"method": method, "federation.fraction": fraction, "router_hidden": 16,
+                          "federation.eval_every": 2})  # fmt: skip
+    got = assert_same_run(cfg, tmp_path, deployed(cluster, cfg, tmp_path))
+    env = json.loads((tmp_path / "flower" / "env.json").read_text())
+    assert env["runtime"] == "flower" and len(env["nodes"]) == NODES and got["method"] == method
+
+
+def test_killed_supernode_is_left_out_and_rejoins(cluster, tmp_path):
+    cfg = small_config(**{"rounds": 3, "federation.round_timeout": 90, "federation.eval_every": 3})
+    cfg_path, out = tmp_path / "run.yaml", tmp_path / "run"
+    cfg_path.write_text(dump_config(cfg))
+    run = cluster.flwr_run(cfg_path, out, wait=False)
+    metrics = out / "metrics.jsonl"
+
+    def rounds_done() -> int:
+        return len(metrics.read_text().splitlines()) if metrics.is_file() else 0
+
+    deadline = time.monotonic() + 300
+    while rounds_done() < 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    cluster.kill("node2")  # mid-run: round 2 goes on without it, after round_timeout
+    time.sleep(2)
+    cluster.start_node(2)  # the owner comes back with a new node id while round 2 waits ...
+    cluster.wait_for_nodes(NODES + 1)
+    run.communicate(timeout=600)  # ... and is found again at the start of round 3
+    log = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert len(log) == 3
+    clients = sorted(log[0]["selected"])
+    lost = clients[2]
+    assert set(log[1]["failures"]) == {lost} and log[1]["aggregated"]
+    assert not log[2]["failures"] and set(log[2]["train"]) == set(clients)
+
+
+def test_server_resumes_from_its_checkpoint(cluster, tmp_path):
+    """The server stops after round 2 of 3 (a 2-round run), then a new `flwr run` with resume=true
+    continues from the checkpoint; the nodes find their private state on their own disks."""
+    full = small_config(**{"rounds": 3, "federation.fraction": 0.67})  # evaluated every round in both runs
+
+    def on_flower(ws, out):
+        cfg_path = tmp_path / "run.yaml"
+        cfg_path.write_text(dump_config(full))
+        cluster.flwr_run(cfg_path, out, "overrides='rounds=2'")
+        (out / "summary.json").unlink()
+        cluster.flwr_run(cfg_path, out, "resume=true")
+
+    assert_same_run(full, tmp_path, on_flower)
+    env = json.loads((tmp_path / "flower" / "env.json").read_text())
+    assert env["resumed_from_round"] == 2
+
+
+def test_flwr_is_on_path():
+    assert shutil.which("flwr", path=str(BIN)) is not None
+
+
+def _tls_and_node_keys(root: Path) -> dict[str, Path]:
+    """A CA, a SuperLink certificate for 127.0.0.1 signed by it, and an ECDSA P-384 SuperNode key pair
+    in OpenSSH format (what `ssh-keygen -t ecdsa -b 384` writes)."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key, server_key = ec.generate_private_key(ec.SECP384R1()), ec.generate_private_key(ec.SECP384R1())
+    ca = (x509.CertificateBuilder().subject_name(name("fedloom test CA")).issuer_name(name("fedloom test CA"))
+          .public_key(ca_key.public_key()).serial_number(1).not_valid_before(now)
+          .not_valid_after(now + datetime.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))  # fmt: skip
+    server = (x509.CertificateBuilder().subject_name(name("127.0.0.1")).issuer_name(ca.subject)
+              .public_key(server_key.public_key()).serial_number(2).not_valid_before(now)
+              .not_valid_after(now + datetime.timedelta(days=1))
+              .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                             critical=False)
+              .sign(ca_key, hashes.SHA256()))  # fmt: skip
+    node_key = ec.generate_private_key(ec.SECP384R1())
+    pem, raw = serialization.Encoding.PEM, serialization.NoEncryption()
+    files = {
+        "ca": (root / "ca.crt", ca.public_bytes(pem)),
+        "cert": (root / "server.pem", server.public_bytes(pem)),
+        "key": (root / "server.key", server_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, raw)),
+        "node": (root / "node", node_key.private_bytes(pem, serialization.PrivateFormat.OpenSSH, raw)),
+        "node_pub": (root / "node.pub", node_key.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)),
+    }  # fmt: skip
+    for path, data in files.values():
+        path.write_bytes(data)
+    (root / "node").chmod(0o600)
+    return {k: p for k, (p, _) in files.items()}
+
+
+def test_unregistered_supernode_is_rejected_and_a_registered_one_admitted(tmp_path):
+    """TLS + SuperNode authentication (landscape.md d.7): a node whose key is not registered is refused
+    (ApiError 2004); after `flwr supernode register` the same node is activated."""
+    keys = _tls_and_node_keys(tmp_path)
+    c = Cluster(tmp_path / "auth")
+    connection = f'[superlink.tls]\naddress = "127.0.0.1:{c.port}"\nroot-certificates = "{keys["ca"]}"\n'
+    (c.home / "config.toml").write_text(f'[superlink]\ndefault = "tls"\n\n{connection}')
+    node = [str(BIN / "flower-supernode"), "--root-certificates", str(keys["ca"]), "--auth-supernode-private-key",
+            str(keys["node"]), "--superlink", f"127.0.0.1:{c.port}", "--port", str(free_port()),
+            "--node-config", "partition-id=0"]  # fmt: skip
+    try:
+        c._start("superlink", [str(BIN / "flower-superlink"), "--port", str(c.port), "--ssl-ca-certfile",
+                               str(keys["ca"]), "--ssl-certfile", str(keys["cert"]), "--ssl-keyfile", str(keys["key"]),
+                               "--enable-supernode-auth", "--disable-runtime-dependency-installation"])  # fmt: skip
+        deadline = time.monotonic() + 60
+        while socket.socket().connect_ex(("127.0.0.1", c.port)) != 0:
+            assert time.monotonic() < deadline, (c.root / "superlink.log").read_text()[-2000:]
+            time.sleep(0.2)
+        c._start("stranger", node)  # not registered: the SuperLink refuses to activate it
+        log = c.root / "superlink.log"
+        while "ApiError:2004" not in log.read_text(errors="replace"):
+            assert time.monotonic() < deadline + 60, log.read_text()[-2000:]
+            time.sleep(0.2)
+        assert "Activated node_id" not in log.read_text(errors="replace")
+        c.kill("stranger")
+        register = subprocess.run([str(BIN / "flwr"), "supernode", "register", str(keys["node_pub"]), "tls"],
+                                  env=c.env, capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert register.returncode == 0, register.stdout + register.stderr
+        c._start("node0", node)
+        c.wait_for_nodes(1, timeout=60)
+    finally:
+        c.stop()

@@ -39,8 +39,7 @@ WIRES = (torch.bfloat16, torch.float32)
 
 @pytest.mark.parametrize("method", ["fedavg", "rpa", "fedweave"])
 def test_flower_simulation_equals_in_process(method, tmp_path):
-    fraction = 1.0 if method == "fedweave" else 0.67  # FedWeave discovers prototypes on every client in round 1
-    cfg = small_config(**{"method": method, "federation.fraction": fraction, "router_hidden": 16})
+    cfg = small_config(**{"method": method, "federation.fraction": 0.67, "router_hidden": 16})
     from flwr.simulation import run_simulation
 
     from fedloom.runtime.flower.apps import make_client_app, make_server_app

@@ -103,6 +103,11 @@ class Algorithm(ABC):
         """Initial server state, from the adapter initialization every party derives from the run seed
         and the ids of all clients of the federation."""
 
+    def participants(self, server: Record, sampled: Sequence[str], everyone: Sequence[str]) -> list[str]:
+        """Who takes part this round: the runtime's sample, unless the method's stage needs more
+        (FedWeave's one-off prototype discovery runs on every client)."""
+        return list(sampled)
+
     @abstractmethod
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
         """The download of each listed client (also what personalized evaluation starts from)."""

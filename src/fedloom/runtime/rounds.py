@@ -185,7 +185,7 @@ class Runtime:
         """One round: sample, download, local updates, validate, aggregate. Returns the new server
         state (unchanged when too few uploads are accepted) and the round's record."""
         start = time.perf_counter()
-        selected = self.sample(rnd)
+        selected = self.algorithm.participants(server, self.sample(rnd), sorted(self.pool.ids))
         record = RoundRecord(round=rnd, selected=selected, seconds={"local": 0.0})
         downloads = self.algorithm.configure(server, selected, rnd)
         for cid in selected:

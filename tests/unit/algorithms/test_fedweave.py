@@ -15,6 +15,7 @@ from fedloom.algorithms.fedweave.algorithm import EXPERTS, STAGE, TRAIN
 from fedloom.algorithms.fedweave.alignment import align, signature_distances
 from fedloom.algorithms.fedweave.router import FC2_B, ROUTER
 from fedloom.algorithms.fedweave.schedule import allocate_steps, interleave
+from fedloom.algorithms.registry import build_algorithm
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import Binding, lora_a_key, lora_b_key
 
@@ -143,3 +144,17 @@ def test_two_rounds_on_the_tiny_model(granularity):
     experts = int(result.server.scalars[EXPERTS])
     assert experts >= 1 and FC2_B in result.server.tensors and result.server.tensors[FC2_B].shape == (experts,)
     assert "buckets" in result.history[0].train[next(iter(result.history[0].train))]
+
+
+def test_discovery_runs_on_every_client_whatever_the_sampling_fraction():
+    from fedloom.experiments.runner import prepare_workspace
+    from fedloom.runtime.simulation import InProcessRuntime
+    from tests.conftest import small_config
+
+    cfg = small_config(**{"method": "fedweave", "federation.fraction": 0.34, "router_hidden": 16, "rounds": 3})
+    ws = prepare_workspace(cfg)
+    algo = build_algorithm("fedweave", cfg.build_context(ws.lm.layout.slot()))
+    hist = InProcessRuntime(algo, ws.learners, cfg.federation, seed=0).run(ws.shared_init, 3).history
+    assert sorted(hist[0].selected) == sorted(ws.learners)  # stage 1: everyone
+    assert all(len(r.selected) == 1 for r in hist[1:])  # stage 3: the runtime's sample
+    assert not any(r.failures for r in hist)

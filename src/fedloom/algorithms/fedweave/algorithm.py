@@ -91,6 +91,10 @@ class FedWeave(Algorithm):
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
         return Record(dict(shared_init), {STAGE: DISCOVER})
 
+    def participants(self, server: Record, sampled: Sequence[str], everyone: Sequence[str]) -> list[str]:
+        """Stage 1 (prototype discovery) runs on every client, whatever the sampling fraction."""
+        return list(everyone) if server.scalars[STAGE] == DISCOVER else list(sampled)
+
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
         if server.scalars[STAGE] == DISCOVER:
             return {c: Record(server.tensors, {STAGE: DISCOVER}) for c in clients}
@@ -177,7 +181,7 @@ class FedWeave(Algorithm):
         if download.scalars[STAGE] == DISCOVER:
             return self._discover(download, state, ctx)
         if BUCKETS not in state.tensors:
-            raise RuntimeError("this client missed prototype discovery in round 1 (FedWeave needs every client then)")
+            raise RuntimeError("this client has no prototypes: it failed or was absent in the discovery round")
         return self._train(download, state, ctx)
 
     def _discover(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:

@@ -45,10 +45,10 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    backbone = load_backbone("smollm2-135m", "float32")
     g = torch.Generator().manual_seed(0)
     rows = []
-    for layers in (2, backbone.num_layers):
+    for layers in (2, 30):
+        backbone = load_backbone("smollm2-135m", "float32")  # a fresh model per adapter bank
         spec = LoraSpec(
             8, 16.0, 0.0, ("q_proj", "v_proj"), tuple(range(backbone.num_layers - layers, backbone.num_layers))
         )

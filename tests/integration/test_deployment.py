@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -169,10 +168,6 @@ def test_server_resumes_from_its_checkpoint(cluster, tmp_path):
     assert_same_run(full, tmp_path, on_flower)
     env = json.loads((tmp_path / "flower" / "env.json").read_text())
     assert env["resumed_from_round"] == 2
-
-
-def test_flwr_is_on_path():
-    assert shutil.which("flwr", path=str(BIN)) is not None
 
 
 def _tls_and_node_keys(root: Path) -> dict[str, Path]:

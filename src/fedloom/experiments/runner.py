@@ -195,9 +195,15 @@ def run_method(
             index = benchmark_close(cfg.data.data_dir, BENCHMARKS[cfg.dataset])
             train_dates = ws.table.dates[np.concatenate([lrn.data.train for lrn in ws.learners.values()])]
             summary["regimes"] = regime_breakdown(daily["rank_ic"], index, train_dates)
+    finish_run(out, summary)
+    return summary
+
+
+def finish_run(out: Path, summary: dict[str, Any]) -> None:
+    """Write summary.json and report.md of a finished run."""
+    rundir = RunDirectory(out)
     rundir.write_summary(summary)
     rundir.write_report(single_report(summary))
-    return summary
 
 
 def run_rounds(
@@ -212,8 +218,9 @@ def run_rounds(
     resume: bool = False,
     per_client_extra: dict[str, dict[str, float]] | None = None,
 ) -> tuple[SimulationResult, dict[str, Any]]:
-    """The part of a run every runtime shares: config, env, metrics.jsonl, checkpoints, the rounds,
-    summary.json, report.md and the PEFT export of the final shared adapter."""
+    """The part of a run every runtime shares: config, env, metrics.jsonl, checkpoints, the rounds and
+    the PEFT export of the final shared adapter; the caller adds its extras to the summary and writes
+    summary.json and report.md (`finish_run`)."""
     rundir = RunDirectory(out)
     digest = config_digest(cfg)
     checkpoint = rundir.checkpoints.load() if resume else None
@@ -241,8 +248,6 @@ def run_rounds(
         resume_from=checkpoint,
     )
     summary = build_summary(cfg, result, time.perf_counter() - t0, out, metric, synthetic, per_client_extra or {})
-    rundir.write_summary(summary)
-    rundir.write_report(single_report(summary))
     if set(lm.layout.slot().keys) <= set(result.server.tensors):
         export_peft(result.server.tensors, lm.layout, out / "adapter", base_model=cfg.backbone)
     return result, summary

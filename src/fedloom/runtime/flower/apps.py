@@ -35,6 +35,7 @@ from fedloom.experiments.config import RunConfig, dump_config
 from fedloom.runtime.communication import wire_dtype
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from fedloom.runtime.rounds import EVAL_SPLITS, ClientResult, Evaluation, Runtime, empty_evaluation
+from fedloom.runtime.seeding import generator
 from fedloom.runtime.simulation import client_round, evaluate_client
 
 RUN = "run"  # ConfigRecord of every message: round, the run's configuration (YAML) and its key
@@ -121,8 +122,6 @@ def _client_state(msg: Message, context: Context, rnd: int) -> tuple[RunConfig, 
     store = NodeState(context, str(msg.content.config_records[RUN]["run_key"]), cid)
     state = store.load(before=rnd)
     if state is None:
-        from fedloom.runtime.seeding import generator
-
         state = algorithm.init_client(ws.shared_init, ws.learners[cid], generator(cfg.seed, "init", cid))
     return cfg, ws, cid, algorithm, store, state
 
@@ -277,8 +276,7 @@ class FlowerClients:
 def serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool = False,
           connect_timeout: float = 600.0) -> dict[str, Any]:  # fmt: skip
     """The ServerApp's work: the shared round loop over Flower nodes, writing ``out`` like `fedloom run`."""
-    from fedloom.experiments.runner import load_adapted, run_rounds
-    from fedloom.runtime.seeding import generator
+    from fedloom.experiments.runner import finish_run, load_adapted, run_rounds
 
     out.mkdir(parents=True, exist_ok=True)
     key_file = out / "flower.json"
@@ -296,6 +294,7 @@ def serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool = 
     env = {"runtime": "flower", "nodes": dict(pool.nodes)}
     _, summary = run_rounds(cfg, runtime, lm, shared_init, out, str(info["primary_metric"]),
                             bool(info["synthetic"]), env, resume)  # fmt: skip
+    finish_run(out, summary)
     return summary
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Annotated
 
@@ -170,7 +170,8 @@ def flower_sim(
     from fedloom.experiments.config import load_config
     from fedloom.experiments.report import client_table
     from fedloom.experiments.runner import prepare_workspace
-    from fedloom.runtime.flower.apps import make_client_app, make_server_app
+    from fedloom.runtime.flower.apps import make_server_app
+    from fedloom.runtime.flower.clientapp import make_client_app
 
     flags = {"method": method, "dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
     cfg = load_config(config, flags, set_)
@@ -191,6 +192,26 @@ def flower_sim(
     best = summary["selection"]["best_round"]
     _print_table(*client_table(summary), title=f"{cfg.method} on Flower — test, round {best} (best on val)")
     console.print(f"run directory: {out}")
+
+
+@app.command("node-worker")
+def node_worker(
+    socket: Annotated[Path, typer.Option(help="Unix socket to listen on; name it as worker='...' in --node-config")],
+) -> None:
+    """Keep a SuperNode's backbone and caches loaded: its ClientApps relay their messages here."""
+    import signal
+
+    from fedloom.runtime.flower.worker import NodeWorker
+
+    def stop(*_: object) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)  # leave through NodeWorker.__exit__: the socket file goes too
+    logging.getLogger("fedloom").setLevel(logging.INFO)  # one line per answered message
+    with NodeWorker(socket) as worker:
+        console.print(f"fedloom node worker on {socket} (Ctrl-C or SIGTERM to stop)")
+        with suppress(KeyboardInterrupt):
+            worker.serve_forever()
 
 
 @app.command()

@@ -27,6 +27,7 @@ pytestmark = pytest.mark.integration
 APP = Path(__file__).resolve().parents[2] / "deploy" / "flower"
 BIN = Path(sys.executable).parent
 NODES = 3
+WORKERS = (0, 1)  # nodes with a persistent node worker; node 2 answers in Flower's per-message process
 
 
 def free_port() -> int:
@@ -45,7 +46,10 @@ class Cluster:
         self.port = free_port()
         connection = f'[superlink.local]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
         (self.home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n\n{connection}')
-        self.env = {**os.environ, "FLWR_HOME": str(self.home)}
+        # The SuperLink and SuperNodes spawn flower-superexec / flwr-clientapp from PATH: put this venv first
+        # (CI runs `.venv/bin/python -m pytest` without activating the venv).
+        path = os.pathsep.join([str(BIN), os.environ.get("PATH", "")])
+        self.env = {**os.environ, "FLWR_HOME": str(self.home), "PATH": path}
         self.procs: dict[str, subprocess.Popen] = {}
         self.spawned: set[int] = set()
 
@@ -56,9 +60,18 @@ class Cluster:
     def start(self) -> None:
         self._start("superlink", [str(BIN / "flower-superlink"), "--insecure", "--port", str(self.port),
                                   "--disable-runtime-dependency-installation"])  # fmt: skip
+        for i in WORKERS:
+            self._start(f"worker{i}", [str(BIN / "fedloom"), "node-worker", "--socket", str(self.socket(i))])
         for i in range(NODES):
             self.start_node(i)
         self.wait_for_nodes(NODES)
+        deadline = time.monotonic() + 120
+        while not all(self.socket(i).is_socket() for i in WORKERS):
+            assert time.monotonic() < deadline, "node workers did not start"
+            time.sleep(0.2)
+
+    def socket(self, i: int) -> Path:
+        return self.root / f"worker{i}.sock"
 
     def wait_for_nodes(self, count: int, timeout: float = 120) -> None:
         """Until the SuperLink has activated ``count`` SuperNodes since it started."""
@@ -69,6 +82,8 @@ class Cluster:
 
     def start_node(self, i: int) -> None:
         config = f"partition-id={i} state-dir='{self.root / f'state{i}'}'"
+        if i in WORKERS:
+            config += f" worker='{self.socket(i)}'"
         link = f"127.0.0.1:{self.port}"
         self._start(f"node{i}", [str(BIN / "flower-supernode"), "--insecure", "--superlink", link,
                                  "--port", str(free_port()), "--node-config", config])  # fmt: skip
@@ -125,6 +140,15 @@ def test_deployment_equals_in_process(cluster, method, tmp_path):
     got = assert_same_run(cfg, tmp_path, deployed(cluster, cfg, tmp_path))
     env = json.loads((tmp_path / "flower" / "env.json").read_text())
     assert env["runtime"] == "flower" and len(env["nodes"]) == NODES and got["method"] == method
+    for i in WORKERS:  # those nodes' messages were answered by their workers
+        assert "answered a train message" in (cluster.root / f"worker{i}.log").read_text()
+
+
+def test_secagg_plus_deployment_equals_in_process(cluster, tmp_path):
+    """FedAvg under SecAgg+ across the SuperNodes (masks exchanged between separate node processes,
+    two of them relaying to their workers) ends where the in-process arithmetic does."""
+    cfg = small_config(**{"method": "fedavg", "rounds": 1, "federation.secure_aggregation.enabled": True})
+    assert_same_run(cfg, tmp_path, deployed(cluster, cfg, tmp_path), atol=2e-5, rel=1e-3)
 
 
 def test_killed_supernode_is_left_out_and_rejoins(cluster, tmp_path):

@@ -3,6 +3,8 @@ algorithm objects as the in-process runtime: same sampled clients, same final ad
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -37,21 +39,72 @@ def test_records_round_trip_exactly():
 WIRES = (torch.bfloat16, torch.float32)
 
 
+def simulate(cfg, ws, out) -> None:
+    """``cfg`` on Flower's simulation engine, one SuperNode per client."""
+    from flwr.simulation import run_simulation
+
+    from fedloom.runtime.flower.apps import make_server_app
+    from fedloom.runtime.flower.clientapp import make_client_app
+
+    run_simulation(
+        server_app=make_server_app(cfg, len(ws.learners), out),
+        client_app=make_client_app(),
+        num_supernodes=len(ws.learners),
+        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}},
+    )
+
+
 @pytest.mark.parametrize("method", ["fedavg", "rpa", "fedweave"])
 def test_flower_simulation_equals_in_process(method, tmp_path):
     cfg = small_config(**{"method": method, "federation.fraction": 0.67, "router_hidden": 16})
+    got = assert_same_run(cfg, tmp_path, lambda ws, out: simulate(cfg, ws, out))
+    assert (tmp_path / "flower" / "report.md").is_file() and got["method"] == method
+
+
+@pytest.mark.parametrize("method", ["fedavg", "rpa"])
+def test_secagg_plus_on_flower_equals_the_in_process_arithmetic(method, tmp_path):
+    """Flower's SecAgg+ (masked, quantized uploads; the server unmasks only their weighted sum) ends
+    where the in-process weighted mean does, within the quantization error (2^22 levels over ±8)."""
+    # one round: a second would let Adam's sign-like steps amplify the quantization noise
+    cfg = small_config(**{"method": method, "rounds": 1, "federation.secure_aggregation.enabled": True})
+    got = assert_same_run(cfg, tmp_path, lambda ws, out: simulate(cfg, ws, out), atol=2e-5, rel=1e-3)
+    log = [json.loads(line) for line in (tmp_path / "flower" / "metrics.jsonl").read_text().splitlines()]
+    assert all(r["aggregated"] and set(r["bytes_by_group"]["upload"]) == {"masked"} for r in log)
+    assert got["method"] == method
+
+
+def test_a_wrong_shaped_upload_from_a_node_is_rejected_and_logged(tmp_path):
+    """A node whose reply carries a mis-shaped tensor (a Flower mod corrupts it on the way out) is
+    rejected server-side with the reason in metrics.jsonl; the others are aggregated as usual."""
+    import numpy as np
+    from flwr.app import Array, Message
+    from flwr.clientapp import ClientApp
     from flwr.simulation import run_simulation
 
-    from fedloom.runtime.flower.apps import make_client_app, make_server_app
+    from fedloom.experiments.runner import prepare_workspace
+    from fedloom.runtime.flower.apps import DOWNLOAD, make_server_app
+    from fedloom.runtime.flower.clientapp import reply
 
-    def on_flower(ws, out):
-        result: dict = {}
-        run_simulation(
-            server_app=make_server_app(cfg, len(ws.learners), out, result=result),
-            client_app=make_client_app(),
-            num_supernodes=len(ws.learners),
-            backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}},
-        )
+    def corrupt(msg, context, call_next) -> Message:
+        out = call_next(msg, context)
+        if msg.metadata.message_type == "train" and int(context.node_config["partition-id"]) == 0:
+            arrays = out.content.array_records[f"{DOWNLOAD}.tensors"]
+            key = next(iter(arrays))
+            arrays[key] = Array(np.zeros((1, 1), dtype=arrays[key].numpy().dtype))
+        return out
 
-    got = assert_same_run(cfg, tmp_path, on_flower)
-    assert (tmp_path / "flower" / "report.md").is_file() and got["method"] == method
+    app = ClientApp(mods=[corrupt])
+    for register in (app.query, app.train, app.evaluate):
+        register()(reply)
+    cfg = small_config(rounds=1)
+    ws = prepare_workspace(cfg)
+    run_simulation(
+        server_app=make_server_app(cfg, len(ws.learners), tmp_path),
+        client_app=app,
+        num_supernodes=len(ws.learners),
+        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": 2}},
+    )
+    (record,) = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    bad = sorted(ws.learners)[0]
+    assert set(record["rejected"]) == {bad} and "shape" in record["rejected"][bad]
+    assert record["aggregated"] and set(record["train"]) == set(ws.learners)

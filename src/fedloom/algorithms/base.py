@@ -116,6 +116,19 @@ class Algorithm(ABC):
     def aggregate(self, server: Record, uploads: Mapping[str, Record], round: int) -> Record:
         """New server state from the uploads of the clients that succeeded this round."""
 
+    # secure aggregation: the server sees only the sample-weighted mean of the uploads
+    summable: bool = False  # True where `aggregate_mean` of the secure-form uploads is the whole server step
+
+    def secure_upload(self, upload: Record) -> Record:
+        """The client's upload in the form whose sample-weighted mean over clients is all the server
+        step needs (the upload itself for FedAvg-like methods)."""
+        return upload
+
+    def aggregate_mean(self, server: Record, mean: Record, round: int) -> Record:
+        """New server state from the sample-weighted mean of the secure-form uploads; by default the
+        ordinary rule on that mean as one upload, which is exact when the rule is a weighted mean."""
+        return self.aggregate(server, {"mean": mean}, round)
+
     def diagnostics(self, before: Record, uploads: Mapping[str, Record], after: Record) -> dict[str, Any]:
         """Server-side per-round diagnostics for the run log (routes, loads, norms...); none by default."""
         return {}

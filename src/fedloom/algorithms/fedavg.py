@@ -66,6 +66,7 @@ class Sharing:
 
 class FedAvg(Algorithm):
     name = "fedavg"
+    summable = True  # the server step is a function of the weighted mean of the uploads
 
     def __init__(
         self,
@@ -83,6 +84,8 @@ class FedAvg(Algorithm):
         """``participation``: (fraction, clients per round) of the runtime, for the DP accountant's q."""
         super().__init__(local)
         self.robust, self.privacy = robust or RobustConfig(), privacy or PrivacyConfig()
+        if self.robust.rule != "mean":
+            self.summable = False  # a robust rule needs every client's update
         self.participation = participation
         self.sharing = sharing
         self.prox_mu = prox_mu

@@ -75,6 +75,11 @@ class FedDPA(Algorithm):
         weights = [1.0 if self.uniform else float(u.scalars[NUM_EXAMPLES]) for u in ups]
         return Record(weighted_average([u.tensors for u in ups], weights))
 
+    summable = True  # a (uniformly or sample-) weighted mean
+
+    def secure_upload(self, upload: Record) -> Record:
+        return Record(upload.tensors, {NUM_EXAMPLES: 1}) if self.uniform else upload
+
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:
         shapes = module_shapes(shared_init)
         local = to_slot(fresh_lora(shapes, shared_init[lora_a_key(next(iter(shapes)))].shape[0], generator),

@@ -35,6 +35,7 @@ class FlexLoRA(FedAvg):
     """Server half of its own; the client half is FedAvg's (train the downloaded LoRA and the head)."""
 
     name = "flexlora"
+    summable = False  # the SVD of the stacked client products needs every upload
 
     def __init__(self, local: LocalTrainingConfig, alpha: float, rank: int, ranks: Sequence[int] | None = None):
         super().__init__(local)

@@ -46,11 +46,26 @@ class Scaffold(Algorithm):
     def aggregate(self, server: Record, uploads: Mapping[str, Record], round: int) -> Record:
         if not uploads:
             return server
-        k, n = len(uploads), int(server.scalars[NUM_CLIENTS])
+        # uploads carry Δy under the adapter keys and Δc under control keys
+        mean = {key: sum(u.tensors[key] for u in uploads.values()) / len(uploads) for key in server.tensors}
+        return self._step(server, mean, len(uploads))
+
+    # Secure aggregation: both server updates are plain means, so each client weighs in with 1 and
+    # the revealed total weight is the number of contributors k.
+    summable = True
+
+    def secure_upload(self, upload: Record) -> Record:
+        return Record(upload.tensors, {NUM_EXAMPLES: 1})
+
+    def aggregate_mean(self, server: Record, mean: Record, round: int) -> Record:
+        return self._step(server, mean.tensors, int(mean.scalars[NUM_EXAMPLES]))
+
+    def _step(self, server: Record, mean: Mapping[str, Tensor], k: int) -> Record:
+        """x ← x + η_g · mean Δy;  c ← c + k/N · mean Δc  (option II, k of N clients contributed)."""
+        n = int(server.scalars[NUM_CLIENTS])
         out = dict(server.tensors)
-        for key in server.tensors:  # uploads carry Δy under the adapter keys and Δc under control keys
-            mean = sum(u.tensors[key] for u in uploads.values()) / k
-            out[key] = server.tensors[key] + (self.server_lr * mean if not key.startswith(CONTROL) else k / n * mean)
+        for key, value in mean.items():
+            out[key] = server.tensors[key] + (self.server_lr * value if not key.startswith(CONTROL) else k / n * value)
         return Record(out, dict(server.scalars))
 
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:

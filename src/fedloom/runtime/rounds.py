@@ -18,12 +18,13 @@ import torch
 from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.algorithms.base import Algorithm, Record
-from fedloom.errors import UploadError
+from fedloom.errors import ConfigError, UploadError
 from fedloom.metrics.federated import macro_mean, weighted_mean, worst_quartile_mean
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
 from fedloom.runtime.communication import bytes_by_group, transmit, wire_dtype
 from fedloom.runtime.sampling import select_clients
+from fedloom.runtime.secure import SecureAggregationConfig, masked_bytes
 from fedloom.runtime.validation import validate_upload
 
 LOWER_IS_BETTER = ("mse", "mae", "loss")  # every other metric (IC, accuracy, MCC, score...) is higher-better
@@ -51,6 +52,7 @@ class FederationConfig(BaseModel):
     round_timeout: float = Field(
         3600.0, gt=0, description="Flower: seconds to wait for a round's replies; stragglers are left out"
     )
+    secure_aggregation: SecureAggregationConfig = Field(default_factory=SecureAggregationConfig)
 
 
 @dataclass
@@ -94,6 +96,15 @@ class ClientResult:
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class SecureRound:
+    """A round under secure aggregation: each client's metrics or failure (no individual uploads)
+    and the sample-weighted mean of the secure-form uploads, None if the protocol did not finish."""
+
+    clients: dict[str, ClientResult]
+    mean: Record | None
+
+
 class ClientPool(Protocol):
     """Where client work happens. Downloads and uploads cross the wire inside the pool."""
 
@@ -105,6 +116,9 @@ class ClientPool(Protocol):
 
     def train(self, rnd: int, downloads: Mapping[str, Record]) -> dict[str, ClientResult]:
         """Local work of the clients in ``downloads``; one result per client."""
+
+    def secure_train(self, rnd: int, downloads: Mapping[str, Record]) -> SecureRound:
+        """`train` under secure aggregation: the server gets only the weighted mean of the uploads."""
 
     def evaluate(self, rnd: int, server: Record, downloads: Mapping[str, Record]) -> Evaluation:
         """Personalized (and, where the method has one, global) metrics of every client."""
@@ -139,6 +153,17 @@ class Runtime:
         progress: Progress | None = None,
     ) -> None:
         self.algorithm, self.pool, self.cfg, self.seed = algorithm, pool, cfg, seed
+        self.secure = cfg.secure_aggregation.enabled
+        if self.secure and not algorithm.summable:
+            raise ConfigError(
+                f"{algorithm.name} cannot run with secure aggregation: its server step needs each client's "
+                "upload, not only their weighted sum (README: secure aggregation lists the methods that can)"
+            )
+        if self.secure and cfg.max_update_norm is not None:
+            raise ConfigError(
+                "federation.max_update_norm checks each upload, which secure aggregation hides; "
+                "bound the updates on the clients instead (privacy.clip)"
+            )
         self.wire = wire_dtype(cfg.wire_dtype)
         self.progress = progress or SilentProgress()
 
@@ -193,14 +218,25 @@ class Runtime:
             record.download_bytes[cid] = sum(down.values())
             _accumulate(record.bytes_by_group, "download", down)
         t0 = time.perf_counter()
-        results = self.pool.train(rnd, {c: downloads[c] for c in selected})
+        sent = {c: downloads[c] for c in selected}
+        if self.secure:
+            secure = self.pool.secure_train(rnd, sent)
+            results, mean = secure.clients, secure.mean
+        else:
+            results, mean = self.pool.train(rnd, sent), None
         record.seconds["local"] = time.perf_counter() - t0
         record.seconds["client_compute"] = sum(r.seconds for r in results.values())
         uploads = {}
         for cid in selected:
             result = results.get(cid, ClientResult(failure="no reply"))
-            if result.upload is None:  # a failing client is recorded and left out; the round goes on
-                record.failures[cid] = result.failure or "no upload"
+            if result.failure is not None or (result.upload is None and not self.secure):
+                record.failures[cid] = result.failure or "no upload"  # left out; the round goes on
+                continue
+            if self.secure:  # each client sent its masked secure-form upload; only the mean exists here
+                record.train[cid] = {**result.metrics, "seconds": result.seconds}
+                if mean is not None:
+                    record.upload_bytes[cid] = masked_bytes(mean)
+                    _accumulate(record.bytes_by_group, "upload", {"masked": masked_bytes(mean)})
                 continue
             up = bytes_by_group(result.upload, self.wire)
             record.upload_bytes[cid] = sum(up.values())
@@ -215,8 +251,14 @@ class Runtime:
                 continue
             uploads[cid] = received
         t0 = time.perf_counter()
-        record.aggregated = len(uploads) >= self.cfg.min_clients
-        new_server = self.algorithm.aggregate(server, uploads, rnd) if record.aggregated else server
+        if self.secure:
+            if mean is not None and not all(bool(torch.isfinite(t).all()) for t in mean.tensors.values()):
+                record.rejected["mean"], mean = "the securely aggregated mean is not finite", None
+            record.aggregated = mean is not None and len(record.train) >= self.cfg.min_clients
+            new_server = self.algorithm.aggregate_mean(server, mean, rnd) if record.aggregated else server
+        else:
+            record.aggregated = len(uploads) >= self.cfg.min_clients
+            new_server = self.algorithm.aggregate(server, uploads, rnd) if record.aggregated else server
         record.seconds["aggregate"] = time.perf_counter() - t0
         if record.aggregated:
             record.diagnostics = self.algorithm.diagnostics(server, uploads, new_server)

@@ -20,8 +20,10 @@ from fedloom.runtime.rounds import (
     Evaluation,
     FederationConfig,
     Runtime,
+    SecureRound,
     empty_evaluation,
 )
+from fedloom.runtime.secure import SecureAggregationConfig, clipped, weighted_mean
 from fedloom.runtime.seeding import derive_seed, generator
 from fedloom.tasks.learner import Learner
 
@@ -42,6 +44,7 @@ class InProcessClients:
         self.ids = list(self.learners)
         self.sizes = {s: {c: len(lrn.data.split(s)) for c, lrn in self.learners.items()} for s in EVAL_SPLITS}
         self._states: dict[str, Record] = {}
+        self.clipping_range = SecureAggregationConfig().clipping_range  # of secure-form uploads
 
     def start(self, shared_init: Mapping[str, torch.Tensor], resume: Mapping[str, Record] | None) -> None:
         if resume is not None:
@@ -67,6 +70,15 @@ class InProcessClients:
                 out[cid] = ClientResult(update.upload, dict(update.metrics), seconds=time.perf_counter() - t0)
             advance(1)
         return out
+
+    def secure_train(self, rnd: int, downloads: Mapping[str, Record]) -> SecureRound:
+        """Secure aggregation's arithmetic in process: the weighted mean of the secure-form uploads,
+        clipped as SecAgg+ clips them (its unbiased stochastic quantization is left out)."""
+        results = self.train(rnd, downloads)
+        clip = self.clipping_range
+        forms = [clipped(self.algorithm.secure_upload(r.upload), clip) for r in results.values() if r.upload]
+        hidden = {c: ClientResult(None, r.metrics, r.failure, r.seconds) for c, r in results.items()}
+        return SecureRound(hidden, weighted_mean(forms) if forms else None)
 
     def evaluate(self, rnd: int, server: Record, downloads: Mapping[str, Record]) -> Evaluation:
         out = empty_evaluation()
@@ -95,6 +107,7 @@ class InProcessRuntime(Runtime):
     ) -> None:
         progress = progress or SilentProgress()
         pool = InProcessClients(algorithm, learners, seed, wire_dtype(cfg.wire_dtype), progress)
+        pool.clipping_range = cfg.secure_aggregation.clipping_range
         super().__init__(algorithm, pool, cfg, seed, progress)
         self.learners = pool.learners
 

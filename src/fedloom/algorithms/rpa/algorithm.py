@@ -76,7 +76,7 @@ from fedloom.runtime.seeding import derive_seed
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 PROTOTYPES, ACCUMULATORS, SIGNATURES = "prototypes", "accumulators", "signatures"
-RESIDUAL, ROUTE, LAST_RESIDUAL = "residual", "route", "last_residual"
+RESIDUAL, ROUTE, LAST_RESIDUAL, PIECES = "residual", "route", "last_residual", "pieces"
 
 
 class RPAConfig(BaseModel):
@@ -151,10 +151,30 @@ class RPA(Algorithm):
     def aggregate(self, server: Record, uploads: Mapping[str, Record], round: int) -> Record:
         if not uploads:
             return server
-        split = least_norm_pieces if self.cfg.decomposition == "least_norm" else naive_pieces
         ups = list(uploads.values())
-        pieces = [split(u.tensors[RESIDUAL], u.tensors[ROUTE]) for u in ups]  # eq. 19 per client
-        mean = aggregate_pieces(pieces, [float(u.scalars[NUM_EXAMPLES]) for u in ups])  # eq. 22
+        pieces = [self._pieces(u) for u in ups]  # eq. 19 per client
+        return self._step(server, aggregate_pieces(pieces, [float(u.scalars[NUM_EXAMPLES]) for u in ups]))
+
+    # Secure aggregation (specs/rpa.md): the client decomposes its own residual and uploads the M
+    # pieces (M·|R| instead of |R| + M), so the server learns only their sample-weighted mean (eq. 22)
+    # — and no route. Pieces are small (a few local steps' worth), so they travel scaled by a public
+    # constant that puts them in the quantizer's range (±8 by default covers pieces up to ±0.25).
+    summable = True
+    SECURE_SCALE = 32.0
+
+    def secure_upload(self, upload: Record) -> Record:
+        pieces = self.SECURE_SCALE * self._pieces(upload)
+        return Record({PIECES: pieces}, {NUM_EXAMPLES: upload.scalars[NUM_EXAMPLES]})
+
+    def aggregate_mean(self, server: Record, mean: Record, round: int) -> Record:
+        return self._step(server, mean.tensors[PIECES] / self.SECURE_SCALE)
+
+    def _pieces(self, upload: Record) -> Tensor:
+        split = least_norm_pieces if self.cfg.decomposition == "least_norm" else naive_pieces
+        return split(upload.tensors[RESIDUAL], upload.tensors[ROUTE])
+
+    def _step(self, server: Record, mean: Tensor) -> Record:
+        """Prototype step and signature refresh from the aggregated pieces Δ̄ [M, d]."""
         prototypes = server.tensors[PROTOTYPES] + self.cfg.server_lr * mean  # eq. 23
         accumulators, signatures = server.tensors[ACCUMULATORS], server.tensors[SIGNATURES]
         if self.cfg.signature_refresh:

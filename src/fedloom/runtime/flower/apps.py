@@ -1,14 +1,17 @@
-"""Flower ServerApp / ClientApp around the shared round loop (flwr 1.42, Message API).
+"""Flower ServerApp and the node's answers to its messages, around the shared round loop (flwr 1.42).
 
 The ServerApp runs the same `Runtime` as the in-process default; its client pool, `FlowerClients`,
-sends each round's downloads as TRAIN messages through the Grid and reads the uploads back. Each
-ClientApp is one data owner: it builds its workspace from the configuration the server sends, keeps
-its private state (heads, local adapters, routes...) in its node's own directory, and replies with
-the method's upload only. Data, heads and private state never leave the node.
+sends each round's downloads as TRAIN messages through the Grid and reads the uploads back. On each
+node, `answer` is the whole client side: it builds the workspace from the configuration the server
+sends, keeps the client's private state (heads, local adapters, routes...) in the node's own
+directory, and replies with the method's upload only. Data, heads and private state never leave the
+node. The ClientApp (`clientapp.py`) calls `answer` in its own process or relays to the node's
+persistent worker (`worker.py`), which calls the same function.
 
 Node config keys: ``partition-id`` (which client of the configured partition this node is; Flower's
-simulation sets it) or ``client-id``; optional ``data-dir`` (the owner's datasets folder) and
-``state-dir`` (where private state is kept; default ``$FEDLOOM_CACHE/node-state``).
+simulation sets it) or ``client-id``; optional ``data-dir`` (the owner's datasets folder),
+``state-dir`` (where private state is kept; default ``$FEDLOOM_CACHE/node-state``) and ``worker``
+(the node worker's socket).
 """
 
 from __future__ import annotations
@@ -16,30 +19,41 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 import yaml
 from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
-from flwr.clientapp import ClientApp
 from flwr.serverapp import Grid, ServerApp
 from safetensors.torch import load_file, save_file
 
-from fedloom.algorithms.base import Record
+from fedloom.algorithms.base import ClientUpdate, Record
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.backbone.loading import cache_root
 from fedloom.errors import ConfigError
 from fedloom.experiments.config import RunConfig, dump_config
 from fedloom.runtime.communication import wire_dtype
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
-from fedloom.runtime.rounds import EVAL_SPLITS, ClientResult, Evaluation, Runtime, empty_evaluation
+from fedloom.runtime.flower.relay import decode
+from fedloom.runtime.flower.secure import FITINS, MESSAGE, SECONDS, secure_fitres, secure_round
+from fedloom.runtime.rounds import (
+    EVAL_SPLITS,
+    ClientResult,
+    Evaluation,
+    Runtime,
+    SecureRound,
+    empty_evaluation,
+)
 from fedloom.runtime.seeding import generator
 from fedloom.runtime.simulation import client_round, evaluate_client
 
 RUN = "run"  # ConfigRecord of every message: round, the run's configuration (YAML) and its key
 DOWNLOAD, SERVER = "download", "server"
+TRAIN_SPLITS = ("train", *EVAL_SPLITS)  # split sizes a node reports (train: SecAgg+'s largest weight)
+NodeConfig = Mapping[str, Any]  # a SuperNode's --node-config
+KEEP_WORKSPACES = 2  # workspaces (backbone + partitions) a process keeps, newest configs first
 _WORKSPACES: dict[str, Any] = {}
 
 
@@ -52,23 +66,25 @@ def node_workspace(cfg: RunConfig) -> Any:
 
     key = config_digest(cfg)
     if key not in _WORKSPACES:
+        while len(_WORKSPACES) >= KEEP_WORKSPACES:  # a long-lived node worker serves run after run
+            _WORKSPACES.pop(next(iter(_WORKSPACES)))
         _WORKSPACES[key] = prepare_workspace(cfg)
     return _WORKSPACES[key]
 
 
-def node_config(msg: Message, context: Context) -> tuple[RunConfig, str]:
+def node_config(content: RecordDict, node: NodeConfig) -> tuple[RunConfig, str]:
     """The run's configuration (with this node's data dir) and the client this node is."""
-    raw = yaml.safe_load(str(msg.content.config_records[RUN]["config"]))
-    if "data-dir" in context.node_config:
-        raw.setdefault("data", {})["data_dir"] = str(context.node_config["data-dir"])
+    raw = yaml.safe_load(str(content.config_records[RUN]["config"]))
+    if "data-dir" in node:
+        raw.setdefault("data", {})["data_dir"] = str(node["data-dir"])
     cfg = RunConfig.model_validate(raw)
     ids = sorted(node_workspace(cfg).learners)
-    if "client-id" in context.node_config:
-        cid = str(context.node_config["client-id"])
+    if "client-id" in node:
+        cid = str(node["client-id"])
         if cid not in ids:
             raise ConfigError(f"node client-id {cid!r} is not one of the clients: {', '.join(ids)}")
         return cfg, cid
-    pid = int(context.node_config.get("partition-id", -1))
+    pid = int(node.get("partition-id", -1))
     if not 0 <= pid < len(ids):
         raise ConfigError(f"node partition-id {pid} does not name one of the {len(ids)} clients")
     return cfg, ids[pid]
@@ -78,8 +94,8 @@ class NodeState:
     """A client's private state on its node's disk, one version per round (the last two kept), so a
     resumed server that replays round r finds the state the client had before r."""
 
-    def __init__(self, context: Context, run_key: str, client: str) -> None:
-        root = Path(str(context.node_config.get("state-dir", cache_root() / "node-state")))
+    def __init__(self, node: NodeConfig, run_key: str, client: str) -> None:
+        root = Path(str(node.get("state-dir", cache_root() / "node-state")))
         self.dir = root / run_key / client
 
     def load(self, before: int) -> Record | None:
@@ -115,58 +131,81 @@ def _remove(path: Path) -> None:
     path.rmdir()
 
 
-def _client_state(msg: Message, context: Context, rnd: int) -> tuple[RunConfig, Any, str, Any, NodeState, Record]:
-    cfg, cid = node_config(msg, context)
+def _client_state(
+    content: RecordDict, node: NodeConfig, rnd: int
+) -> tuple[RunConfig, Any, str, Any, NodeState, Record]:
+    cfg, cid = node_config(content, node)
     ws = node_workspace(cfg)
     algorithm = build_algorithm(cfg.method, cfg.build_context(ws.lm.layout.slot()))
-    store = NodeState(context, str(msg.content.config_records[RUN]["run_key"]), cid)
+    store = NodeState(node, str(content.config_records[RUN]["run_key"]), cid)
     state = store.load(before=rnd)
     if state is None:
         state = algorithm.init_client(ws.shared_init, ws.learners[cid], generator(cfg.seed, "init", cid))
     return cfg, ws, cid, algorithm, store, state
 
 
-def make_client_app() -> ClientApp:
-    """The ClientApp: one data owner per node; everything it needs arrives in the messages."""
-    app = ClientApp()
+def answer_query(content: RecordDict, node: NodeConfig) -> RecordDict:
+    """Which client this node is, its split sizes and primary metric."""
+    cfg, cid = node_config(content, node)
+    ws = node_workspace(cfg)
+    learner = ws.learners[cid]
+    info = {
+        "client_id": cid,
+        "primary_metric": learner.task.primary_metric,
+        "synthetic": bool(getattr(ws.table, "synthetic", False)),
+        **{f"size/{s}": len(learner.data.split(s)) for s in TRAIN_SPLITS},
+    }
+    return RecordDict({"client": ConfigRecord(info)})
 
-    @app.query()
-    def query(msg: Message, context: Context) -> Message:
-        cfg, cid = node_config(msg, context)
-        ws = node_workspace(cfg)
-        learner = ws.learners[cid]
-        info = {
-            "client_id": cid,
-            "primary_metric": learner.task.primary_metric,
-            "synthetic": bool(getattr(ws.table, "synthetic", False)),
-            **{f"size/{s}": len(learner.data.split(s)) for s in EVAL_SPLITS},
-        }
-        return Message(RecordDict({"client": ConfigRecord(info)}), reply_to=msg)
 
-    @app.train()
-    def train(msg: Message, context: Context) -> Message:
-        t0 = time.perf_counter()
-        rnd = int(msg.content.config_records[RUN]["round"])
-        cfg, ws, cid, algorithm, store, state = _client_state(msg, context, rnd)
-        download = from_recorddict(msg.content, DOWNLOAD)
-        update = client_round(algorithm, ws.learners[cid], download, state, cfg.seed, rnd)
-        store.save(rnd, update.state)  # private: float32, on this node only
-        reply = to_recorddict(update.upload, wire_dtype(cfg.federation.wire_dtype), DOWNLOAD)
+def _local_round(content: RecordDict, node: NodeConfig) -> tuple[RunConfig, Any, ClientUpdate]:
+    """This client's local round for a TRAIN message; its new private state stays on this node."""
+    rnd = int(content.config_records[RUN]["round"])
+    cfg, ws, cid, algorithm, store, state = _client_state(content, node, rnd)
+    download = from_recorddict(content, DOWNLOAD)
+    update = client_round(algorithm, ws.learners[cid], download, state, cfg.seed, rnd)
+    store.save(rnd, update.state)  # private: float32, on this node only
+    return cfg, algorithm, update
+
+
+def answer_train(content: RecordDict, node: NodeConfig) -> RecordDict:
+    """One local round: the method's upload back (under SecAgg+, its secure form, to be masked)."""
+    t0 = time.perf_counter()
+    if FITINS in content.config_records:  # a SecAgg+ round: our message inside the legacy FitIns
+        inner = decode(bytes(content.config_records[FITINS][MESSAGE]))  # type: ignore[arg-type]
+        _, algorithm, update = _local_round(inner, node)
         metrics = {k: float(v) for k, v in update.metrics.items()}
-        reply["metrics"] = MetricRecord({**metrics, "fedloom.seconds": time.perf_counter() - t0})
-        return Message(reply, reply_to=msg)
+        return secure_fitres(algorithm.secure_upload(update.upload), metrics, time.perf_counter() - t0)
+    cfg, _, update = _local_round(content, node)
+    reply = to_recorddict(update.upload, wire_dtype(cfg.federation.wire_dtype), DOWNLOAD)
+    metrics = {k: float(v) for k, v in update.metrics.items()}
+    reply["metrics"] = MetricRecord({**metrics, SECONDS: time.perf_counter() - t0})
+    return reply
 
-    @app.evaluate()
-    def evaluate(msg: Message, context: Context) -> Message:
-        rnd = int(msg.content.config_records[RUN]["round"])
-        _, ws, cid, algorithm, _, state = _client_state(msg, context, rnd + 1)  # the state after round rnd
-        server, download = from_recorddict(msg.content, SERVER), from_recorddict(msg.content, DOWNLOAD)
-        result = evaluate_client(algorithm, ws.learners[cid], server, download, state)
-        flat = {f"{mode}/{split}/{m}": float(v) for mode, per in result.items() for split, vs in per.items()
-                for m, v in vs.items()}  # fmt: skip
-        return Message(RecordDict({"metrics": MetricRecord(flat)}), reply_to=msg)
 
-    return app
+def answer_evaluate(content: RecordDict, node: NodeConfig) -> RecordDict:
+    """Metrics of this client's model after the message's round; nothing else goes back."""
+    rnd = int(content.config_records[RUN]["round"])
+    _, ws, cid, algorithm, _, state = _client_state(content, node, rnd + 1)  # the state after round rnd
+    server, download = from_recorddict(content, SERVER), from_recorddict(content, DOWNLOAD)
+    result = evaluate_client(algorithm, ws.learners[cid], server, download, state)
+    flat = {f"{mode}/{split}/{m}": float(v) for mode, per in result.items() for split, vs in per.items()
+            for m, v in vs.items()}  # fmt: skip
+    return RecordDict({"metrics": MetricRecord(flat)})
+
+
+ANSWERS: dict[str, Callable[[RecordDict, NodeConfig], RecordDict]] = {
+    MessageType.QUERY: answer_query,
+    MessageType.TRAIN: answer_train,
+    MessageType.EVALUATE: answer_evaluate,
+}
+
+
+def answer(kind: str, content: RecordDict, node: NodeConfig) -> RecordDict:
+    """This node's reply to a message of type ``kind`` (``query``, ``train`` or ``evaluate``)."""
+    if kind not in ANSWERS:
+        raise ValueError(f"fedloom nodes answer {', '.join(ANSWERS)} messages, not {kind!r}")
+    return ANSWERS[kind](content, node)
 
 
 # ---------------------------------------------------------------- server side
@@ -249,11 +288,25 @@ class FlowerClients:
         for cid in contents:
             if cid in replies:
                 metrics = dict(replies[cid].metric_records["metrics"])
-                seconds = float(metrics.pop("fedloom.seconds", 0.0))
+                seconds = float(metrics.pop(SECONDS, 0.0))
                 out[cid] = ClientResult(from_recorddict(replies[cid], DOWNLOAD), metrics, seconds=seconds)
             else:
                 out[cid] = ClientResult(failure=errors.get(cid, f"no reply within {self.timeout:g} s"))
         return out
+
+    def secure_train(self, rnd: int, downloads: Mapping[str, Record]) -> SecureRound:
+        """A SecAgg+ round through Flower's workflow: the uploads come back masked, the mean only."""
+        self.refresh()
+        present = {cid: d for cid, d in downloads.items() if cid in self.nodes}
+        contents = {}
+        for cid, download in present.items():
+            contents[cid] = to_recorddict(download, self.wire, DOWNLOAD)
+            contents[cid][RUN] = self.run_record(rnd)
+        secure = self.cfg.federation.secure_aggregation
+        max_weight = secure.max_weight or float(max(int(i["size/train"]) for i in self.info.values()))
+        result = secure_round(self.grid, contents, self.nodes, secure, max_weight, rnd, self.timeout)
+        missing = {cid: ClientResult(failure="client not connected") for cid in downloads if cid not in present}
+        return SecureRound({**missing, **result.clients}, result.mean)
 
     def evaluate(self, rnd: int, server: Record, downloads: Mapping[str, Record]) -> Evaluation:
         exact = torch.float32  # evaluation inputs travel exactly: the same numbers as in process

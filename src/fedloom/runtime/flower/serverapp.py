@@ -1,4 +1,4 @@
-"""The components ``flwr run`` loads from the fedloom Flower app (``deploy/flower/pyproject.toml``).
+"""The fedloom ServerApp that ``flwr run`` loads from the fedloom Flower app (``deploy/flower/pyproject.toml``).
 
 Run config keys (``flwr run deploy/flower <connection> -c "config='/abs/x.yaml' out='/abs/run'"``):
 ``config`` (fedloom YAML, read by the ServerApp only), ``out`` (run directory on the server),
@@ -14,9 +14,8 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedloom.experiments.config import load_config
-from fedloom.runtime.flower.apps import make_client_app, serve
+from fedloom.runtime.flower.apps import serve
 
-client_app = make_client_app()
 server_app = ServerApp()
 
 

@@ -1,0 +1,49 @@
+"""The fedloom ClientApp that ``flwr run`` loads on every SuperNode (``deploy/flower/pyproject.toml``).
+
+Each message is answered by `apps.answer`: in this process, or, when the node config names a
+``worker`` socket, by the node's persistent worker (`worker.py`), which keeps the backbone loaded
+between messages. Rounds under secure aggregation go through Flower's `secaggplus_mod` here, in the
+ClientApp, before and after the answer. This module imports only Flower and the standard library, so the fresh process
+Flower starts for each message stays light when a worker does the work.
+"""
+
+from __future__ import annotations
+
+from flwr.app import Context, Message
+from flwr.client.mod import secaggplus_mod
+from flwr.clientapp import ClientApp
+from flwr.clientapp.typing import ClientAppCallable
+from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS
+
+from fedloom.runtime.flower.relay import relay
+
+
+def reply(msg: Message, context: Context) -> Message:
+    """Answer ``msg`` as this node: relayed to its worker if it has one, else here."""
+    kind, node = msg.metadata.message_type.split(".")[0], dict(context.node_config)
+    if "worker" in node:
+        content = relay(str(node["worker"]), kind, msg.content, node)
+    else:
+        from fedloom.runtime.flower.apps import answer  # torch and the model: only when there is no worker
+
+        content = answer(kind, msg.content, node)
+    return Message(content, reply_to=msg)
+
+
+def secure_aggregation_mod(msg: Message, context: Context, call_next: ClientAppCallable) -> Message:
+    """Flower's SecAgg+ client protocol for the messages of a secure round (they carry its stage);
+    every other message passes straight through."""
+    if RECORD_KEY_CONFIGS in msg.content.config_records:
+        return secaggplus_mod(msg, context, call_next)
+    return call_next(msg, context)
+
+
+def make_client_app() -> ClientApp:
+    """The ClientApp: one data owner per node; everything it needs arrives in the messages."""
+    app = ClientApp(mods=[secure_aggregation_mod])
+    for register in (app.query, app.train, app.evaluate):
+        register()(reply)
+    return app
+
+
+client_app = make_client_app()

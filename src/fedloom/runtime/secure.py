@@ -1,0 +1,54 @@
+"""Secure aggregation: the server learns only the sample-weighted mean of the (secure-form) uploads.
+
+On Flower it is SecAgg+ (``SecAggPlusWorkflow`` and ``secaggplus_mod``, flwr 1.42): each client
+clips its upload to ±``clipping_range``, quantizes it to ``quantization_range`` levels, scales it
+by its sample count and masks it; the masks cancel in the sum. In process, the same mean is computed
+directly (no cryptography: the emulation checks the arithmetic, not the privacy). Only methods whose
+server step is a weighted sum can use it (`Algorithm.summable`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from fedloom.algorithms.base import NUM_EXAMPLES, Record
+
+MASKED_ENTRY_BYTES = 4  # one masked entry modulo 2^32
+
+
+class SecureAggregationConfig(BaseModel):
+    """SecAgg+ settings; defaults are Flower's except the shares (every sampled client)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = Field(False, description="aggregate with SecAgg+ (Flower) / its arithmetic (in process)")
+    num_shares: float = Field(1.0, gt=0, le=1, description="key shares per client, as a fraction of the sample")
+    reconstruction_threshold: float = Field(0.67, gt=0, le=1, description="shares needed, as a fraction")
+    clipping_range: float = Field(
+        8.0, gt=0, description="secure-form entries are clipped to ±this, then quantized (2·range/levels steps)"
+    )
+    quantization_range: int = Field(2**22, gt=0, description="quantization levels over the clipping range")
+    max_weight: float | None = Field(
+        None, gt=0, description="largest sample count a client may weigh in with (default: the largest train split)"
+    )
+
+
+def weighted_mean(uploads: Sequence[Record]) -> Record:
+    """Σ_i n_i u_i / Σ_i n_i over the uploads' tensors, with the total count: what SecAgg+ reveals."""
+    counts = [float(u.scalars[NUM_EXAMPLES]) for u in uploads]
+    total = sum(counts)
+    tensors = {k: sum(n / total * u.tensors[k].float() for n, u in zip(counts, uploads, strict=True))
+               for k in uploads[0].tensors}  # fmt: skip
+    return Record(tensors, {NUM_EXAMPLES: int(total)})
+
+
+def clipped(upload: Record, clipping_range: float) -> Record:
+    """Every entry clamped to ±clipping_range, as SecAgg+ clips before quantizing."""
+    return Record({k: v.clamp(-clipping_range, clipping_range) for k, v in upload.tensors.items()}, upload.scalars)
+
+
+def masked_bytes(mean: Record) -> int:
+    """What one client uploads under SecAgg+: one masked entry per value, plus its masked weight."""
+    return MASKED_ENTRY_BYTES * (sum(t.numel() for t in mean.tensors.values()) + 1)

@@ -14,7 +14,7 @@ from fedloom.algorithms.base import NUM_EXAMPLES, LocalContext, LocalTrainingCon
 from fedloom.algorithms.rpa import RPA, RPAConfig
 from fedloom.algorithms.rpa.algorithm import PROTOTYPES, ROUTE, SIGNATURES
 from fedloom.algorithms.rpa.decomposition import amplification, least_norm_pieces, naive_pieces
-from fedloom.algorithms.rpa.projection import BLOCK, materialize, project
+from fedloom.algorithms.rpa.projection import BLOCK, fit_subspace, materialize, project
 from fedloom.algorithms.rpa.routing import alignment_scores, mirror_descent, route_entropy
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import lora_a_key, lora_b_key
@@ -163,8 +163,24 @@ def run_planted(rounds: int = 30, **cfg):
     return routes, protos
 
 
-def test_routes_separate_by_group_and_prototypes_diverge():
-    routes, protos = run_planted()
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**16), n=st.integers(1, 12), rank=st.integers(1, 8))
+def test_learned_projection_has_orthonormal_rows_spanning_the_updates(seed, n, rank):
+    g = torch.Generator().manual_seed(seed)
+    q = 16
+    directions = torch.linalg.qr(torch.randn(q, 3, generator=g))[0].T  # 3 orthonormal directions
+    rows = torch.randn(n, 3, generator=g) @ directions + 5.0  # + a common component the fit removes
+    w = fit_subspace(rows, rank)
+    assert w.shape == (rank, q)
+    torch.testing.assert_close(w @ w.T, torch.eye(rank), atol=1e-5, rtol=0)
+    centred = rows - rows.mean(0)
+    if rank >= 3:  # the centred updates lie inside W's row space
+        torch.testing.assert_close(centred @ w.T @ w, centred, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("cfg", [{}, {"projection": "learned", "learned_rank": 4}], ids=["rademacher", "learned"])
+def test_routes_separate_by_group_and_prototypes_diverge(cfg):
+    routes, protos = run_planted(**cfg)
     a = torch.stack([routes[f"a{i}"] for i in range(4)])
     b = torch.stack([routes[f"b{i}"] for i in range(4)])
     favourite = int(a.mean(0).argmax())
@@ -235,6 +251,7 @@ ABLATIONS = {
     "softmax_route": {"route_update": "softmax"},
     "full_dimensional": {"projection": "full"},
     "gaussian_projection": {"projection": "gaussian"},
+    "learned_projection": {"projection": "learned", "learned_rank": 8},
     "no_local_residual": {"local_residual": False},
     "naive_decomposition": {"decomposition": "naive"},
     "no_signature_refresh": {"signature_refresh": False},

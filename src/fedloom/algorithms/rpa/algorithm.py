@@ -17,7 +17,7 @@ from its own seed (B = 0 everywhere, so every prototype starts as the frozen mod
 accumulators U_m^0 are independent Gaussian directions, so the initial signatures differ.
 
 Ablations are switches (seed 000, Tables 6 and 14): ``route_update`` (mirror / softmax / fixed),
-``projection`` (rademacher / gaussian / full), ``decomposition`` (least_norm / naive),
+``projection`` (rademacher / gaussian / full / learned), ``decomposition`` (least_norm / naive),
 ``signature_refresh``, ``local_residual``, ``eval_residual``, ``symmetric_init``, M and the
 calibration batch size. ``eval_residual`` defaults to drop: the pool already absorbed the residual
 (β = 1), keep adds it a second time; on the synthetic demo the two tie on validation (IC 0.1153 vs
@@ -31,6 +31,14 @@ point up the client's loss. fedloom scores against the descent direction −g by
 reading is ``score_direction="gradient"``. On planted client groups (tests/unit/algorithms/rpa) the
 default separates routes by group (≈0.95/0.05 after 30 rounds at η_π = 0.1), the literal sign
 barely moves them (≈0.52/0.48).
+
+Learned projection (``projection="learned"``; specs/rpa.md allows a learned low-rank map instead of
+a trainable q×d one). Routing happens in ``W P``: P is the public Rademacher projection and W
+[r, q] (r = ``learned_rank``) has orthonormal rows, fit by the server as the top principal
+directions of the projected prototype updates P Δ̄_m of the last ``learned_history`` rounds
+(starting from P U⁰), and sent with the signatures (r·q more values per download). Clients then
+compare their gradient with the signatures only along the directions in which the prototypes
+actually moved, with the updates' common component removed (the fit is centred).
 """
 
 from __future__ import annotations
@@ -61,7 +69,7 @@ from fedloom.algorithms.rpa.decomposition import (
     naive_pieces,
     refresh_accumulator,
 )
-from fedloom.algorithms.rpa.projection import ProjectionKind, project
+from fedloom.algorithms.rpa.projection import ProjectionKind, fit_subspace, project
 from fedloom.algorithms.rpa.routing import (
     alignment_scores,
     collapsed,
@@ -77,6 +85,7 @@ from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 PROTOTYPES, ACCUMULATORS, SIGNATURES = "prototypes", "accumulators", "signatures"
 RESIDUAL, ROUTE, LAST_RESIDUAL, PIECES = "residual", "route", "last_residual", "pieces"
+PROJECTION, HISTORY = "projection", "projection_history"  # the learned projection's W and its data
 
 
 class RPAConfig(BaseModel):
@@ -86,7 +95,11 @@ class RPAConfig(BaseModel):
 
     prototypes: int = Field(4, ge=1, description="M, the number of adapter prototypes")
     projection_dim: int = Field(256, ge=1, description="q, the projected routing dimension")
-    projection: ProjectionKind = Field("rademacher", description="public projection P: rademacher, gaussian, full")
+    projection: ProjectionKind = Field(
+        "rademacher", description="public projection P: rademacher, gaussian, full, learned (W·P, W fit by the server)"
+    )
+    learned_rank: int = Field(16, ge=1, description="rows of W for the learned projection")
+    learned_history: int = Field(32, ge=2, description="projected prototype updates the server fits W on")
     route_step: float = Field(0.1, gt=0, description="η_π, the mirror-descent step")
     server_lr: float = Field(1.0, gt=0, description="β, the server step on prototypes")
     signature_momentum: float = Field(0.5, gt=0, le=1, description="λ of the EMA accumulators (eq. 9)")
@@ -117,8 +130,19 @@ class RPA(Algorithm):
     def _project(self, flat: Tensor) -> Tensor:
         return project(flat, derive_seed(self.seed, "rpa-projection"), self.cfg.projection_dim, self.cfg.projection)
 
-    def _signatures(self, accumulators: Tensor) -> Tensor:
-        return torch.stack([normalize(self._project(u)) for u in accumulators])  # eq. 10
+    def _signatures(self, accumulators: Tensor, w: Tensor | None = None) -> Tensor:
+        projected = torch.stack([self._project(u) for u in accumulators])
+        if w is not None:  # learned projection: W P u
+            projected = projected @ w.T
+        return torch.stack([normalize(p) for p in projected])  # eq. 10
+
+    @property
+    def learned(self) -> bool:
+        return self.cfg.projection == "learned"
+
+    def _fit(self, history: Tensor) -> dict[str, Tensor]:
+        """The learned projection's state: W fit on the projected-update history (kept with it)."""
+        return {HISTORY: history, PROJECTION: fit_subspace(history, self.cfg.learned_rank)}
 
     # server half
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
@@ -138,10 +162,14 @@ class RPA(Algorithm):
         else:
             g = torch.Generator().manual_seed(derive_seed(self.seed, "rpa-accumulators"))
             accumulators = torch.randn(prototypes.shape, generator=g) * 1e-3
-        return Record({PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: self._signatures(accumulators)})
+        learned = self._fit(torch.stack([self._project(u) for u in accumulators])) if self.learned else {}
+        signatures = self._signatures(accumulators, learned.get(PROJECTION))
+        return Record({PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned})
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
         sent = {PROTOTYPES: server.tensors[PROTOTYPES], SIGNATURES: server.tensors[SIGNATURES]}
+        if self.learned:
+            sent[PROJECTION] = server.tensors[PROJECTION]
         return {c: Record(sent) for c in clients}
 
     def upload_spec(self, download: Record, client: str) -> UploadSpec:
@@ -177,10 +205,15 @@ class RPA(Algorithm):
         """Prototype step and signature refresh from the aggregated pieces Δ̄ [M, d]."""
         prototypes = server.tensors[PROTOTYPES] + self.cfg.server_lr * mean  # eq. 23
         accumulators, signatures = server.tensors[ACCUMULATORS], server.tensors[SIGNATURES]
+        learned = {k: server.tensors[k] for k in (HISTORY, PROJECTION) if k in server.tensors}
+        if self.learned:  # W follows the directions the prototypes actually moved in
+            moved = torch.stack([self._project(row) for row in mean])
+            learned = self._fit(torch.cat([learned[HISTORY], moved])[-self.cfg.learned_history :])
         if self.cfg.signature_refresh:
             accumulators = refresh_accumulator(accumulators, mean, self.cfg.signature_momentum)  # eq. 9
-            signatures = self._signatures(accumulators)
-        return Record({PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures})
+        if self.cfg.signature_refresh or self.learned:
+            signatures = self._signatures(accumulators, learned.get(PROJECTION))
+        return Record({PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned})
 
     def diagnostics(self, before: Record, uploads: Mapping[str, Record], after: Record) -> dict[str, Any]:
         """Per-round routing diagnostics of seed 000 §4.4 from the routes the server received."""
@@ -231,6 +264,8 @@ class RPA(Algorithm):
             if self.cfg.score_direction == "descent":
                 g = -g
             g_tilde = self._project(g)  # eq. 8
+            if self.learned:
+                g_tilde = download.tensors[PROJECTION] @ g_tilde
             scores = alignment_scores(g_tilde, signatures)  # eq. 13
             step = self.cfg.route_step
             mirror = self.cfg.route_update == "mirror"

@@ -4,8 +4,8 @@ P ∈ {±1/√q}^{q×d} (Rademacher, the default) or N(0, 1/q) entries (Gaussian
 ``P v`` is computed block by block over d: the columns of block b are regenerated from
 ``(seed, b)`` with a fresh generator, so memory is O(q · block) and every party derives the
 identical P on any machine. ``full`` is the identity (routing in R^d, the ablation without
-projection). A learned projection is a trainable low-rank map and lives with its owner; see
-`fedloom.algorithms.rpa.algorithm`.
+projection). ``learned`` is ``W P`` with P Rademacher and W a low-rank map the server fits
+(`fit_subspace`) and sends with the signatures.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from torch import Tensor
 
 from fedloom.runtime.seeding import derive_seed
 
-ProjectionKind = Literal["rademacher", "gaussian", "full"]
+ProjectionKind = Literal["rademacher", "gaussian", "full", "learned"]
 BLOCK = 16384
 
 
@@ -36,9 +36,11 @@ def projection_block(seed: int, block: int, q: int, width: int, kind: Projection
 
 
 def project(vector: Tensor, seed: int, q: int, kind: ProjectionKind = "rademacher") -> Tensor:
-    """``P v`` for a flat vector v of length d (eq. 8); ``full`` returns v itself."""
+    """``P v`` for a flat vector v of length d (eq. 8); ``full`` returns v itself, ``learned`` the
+    Rademacher ``P v`` its W is then applied to."""
     if kind == "full":
         return vector.float()
+    kind = "rademacher" if kind == "learned" else kind
     v = vector.float().reshape(-1)
     out = torch.zeros(q)
     for block, start in enumerate(range(0, v.numel(), BLOCK)):
@@ -52,3 +54,14 @@ def materialize(d: int, seed: int, q: int, kind: ProjectionKind = "rademacher") 
     return torch.cat(
         [projection_block(seed, b, q, min(BLOCK, d - s), kind) for b, s in enumerate(range(0, d, BLOCK))], 1
     )
+
+
+def fit_subspace(rows: Tensor, rank: int) -> Tensor:
+    """W [rank, q] with orthonormal rows: the top principal directions of ``rows`` [n, q] (centred),
+    completed with coordinate axes (QR) while fewer than ``rank`` directions carry variance."""
+    q = rows.shape[1]
+    centred = rows.float() - rows.float().mean(0)
+    _, s, vh = torch.linalg.svd(centred, full_matrices=False)
+    top = vh[: int((s > s.max() * 1e-6).sum()) if s.numel() and s.max() > 0 else 0][:rank]
+    basis, _ = torch.linalg.qr(torch.cat([top, torch.eye(q)[:rank]]).T)  # q × (k + rank), top first
+    return basis[:, :rank].T.contiguous()

@@ -5,13 +5,9 @@ rejoins later), resume a killed server from its checkpoint, and leave no process
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
-import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -20,106 +16,18 @@ import pytest
 
 from fedloom.experiments.config import dump_config
 from tests.conftest import small_config
+from tests.integration.cluster import BIN, Cluster, free_port
 from tests.integration.flower_check import assert_same_run
 
 pytestmark = pytest.mark.integration
 
-APP = Path(__file__).resolve().parents[2] / "deploy" / "flower"
-BIN = Path(sys.executable).parent
 NODES = 3
 WORKERS = (0, 1)  # nodes with a persistent node worker; node 2 answers in Flower's per-message process
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Cluster:
-    """SuperLink + SuperNodes as process groups; `stop` kills every process they started."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.home = root / "flwr-home"
-        self.home.mkdir(parents=True)
-        self.port = free_port()
-        connection = f'[superlink.local]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
-        (self.home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n\n{connection}')
-        # The SuperLink and SuperNodes spawn flower-superexec / flwr-clientapp from PATH: put this venv first
-        # (CI runs `.venv/bin/python -m pytest` without activating the venv).
-        path = os.pathsep.join([str(BIN), os.environ.get("PATH", "")])
-        self.env = {**os.environ, "FLWR_HOME": str(self.home), "PATH": path}
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.spawned: set[int] = set()
-
-    def _start(self, name: str, args: list[str]) -> None:
-        log = open(self.root / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
-        self.procs[name] = subprocess.Popen(args, env=self.env, stdout=log, stderr=log, start_new_session=True)
-
-    def start(self) -> None:
-        self._start("superlink", [str(BIN / "flower-superlink"), "--insecure", "--port", str(self.port),
-                                  "--disable-runtime-dependency-installation"])  # fmt: skip
-        for i in WORKERS:
-            self._start(f"worker{i}", [str(BIN / "fedloom"), "node-worker", "--socket", str(self.socket(i))])
-        for i in range(NODES):
-            self.start_node(i)
-        self.wait_for_nodes(NODES)
-        deadline = time.monotonic() + 120
-        while not all(self.socket(i).is_socket() for i in WORKERS):
-            assert time.monotonic() < deadline, "node workers did not start"
-            time.sleep(0.2)
-
-    def socket(self, i: int) -> Path:
-        return self.root / f"worker{i}.sock"
-
-    def wait_for_nodes(self, count: int, timeout: float = 120) -> None:
-        """Until the SuperLink has activated ``count`` SuperNodes since it started."""
-        log, deadline = self.root / "superlink.log", time.monotonic() + timeout
-        while log.read_text(errors="replace").count("Activated node_id") < count:
-            assert time.monotonic() < deadline, f"SuperNodes did not connect:\n{log.read_text()[-2000:]}"
-            time.sleep(0.2)
-
-    def start_node(self, i: int) -> None:
-        config = f"partition-id={i} state-dir='{self.root / f'state{i}'}'"
-        if i in WORKERS:
-            config += f" worker='{self.socket(i)}'"
-        link = f"127.0.0.1:{self.port}"
-        self._start(f"node{i}", [str(BIN / "flower-supernode"), "--insecure", "--superlink", link,
-                                 "--port", str(free_port()), "--node-config", config])  # fmt: skip
-
-    def kill(self, name: str) -> None:
-        proc = self.procs.pop(name)
-        self._remember(proc)
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(10)
-
-    def _remember(self, proc: subprocess.Popen) -> None:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            self.spawned |= {p.pid for p in psutil.Process(proc.pid).children(recursive=True)} | {proc.pid}
-
-    def flwr_run(self, cfg_path: Path, out: Path, extra: str = "", wait: bool = True) -> subprocess.Popen:
-        run_config = f"config='{cfg_path}' out='{out}' num-nodes={NODES} {extra}".strip()
-        proc = subprocess.Popen([str(BIN / "flwr"), "run", str(APP), "local", "--stream", "-c", run_config],
-                                env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)  # fmt: skip
-        if wait:
-            output, _ = proc.communicate(timeout=600)
-            assert (out / "summary.json").is_file(), output.decode()[-3000:]
-        return proc
-
-    def stop(self) -> None:
-        for proc in self.procs.values():
-            self._remember(proc)
-        for name in list(self.procs):
-            self.kill(name)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline and any(psutil.pid_exists(p) for p in self.spawned):
-            time.sleep(0.2)
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    c = Cluster(tmp_path_factory.mktemp("deployment"))
+    c = Cluster(tmp_path_factory.mktemp("deployment"), NODES, WORKERS)
     c.start()
     yield c
     c.stop()
@@ -241,7 +149,7 @@ def test_unregistered_supernode_is_rejected_and_a_registered_one_admitted(tmp_pa
     """TLS + SuperNode authentication (landscape.md d.7): a node whose key is not registered is refused
     (ApiError 2004); after `flwr supernode register` the same node is activated."""
     keys = _tls_and_node_keys(tmp_path)
-    c = Cluster(tmp_path / "auth")
+    c = Cluster(tmp_path / "auth", 1)
     connection = f'[superlink.tls]\naddress = "127.0.0.1:{c.port}"\nroot-certificates = "{keys["ca"]}"\n'
     (c.home / "config.toml").write_text(f'[superlink]\ndefault = "tls"\n\n{connection}')
     node = [str(BIN / "flower-supernode"), "--root-certificates", str(keys["ca"]), "--auth-supernode-private-key",

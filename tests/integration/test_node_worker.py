@@ -98,3 +98,14 @@ def test_cli_worker_stops_cleanly_on_sigterm(tmp_path):
     assert oct(path.stat().st_mode & 0o777) == oct(0o600)
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(30) == 0 and not Path(path).exists()
+
+
+def test_a_client_that_goes_away_mid_message_leaves_the_worker_serving(worker, capfd):
+    import socket as sockets
+
+    with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as s:  # half a frame, then gone
+        s.connect(str(worker))
+        s.sendall(b"\x00\x00\x00")
+    query, _ = messages(small_config(method="fedavg"))
+    assert relay(str(worker), MessageType.QUERY, query, {"partition-id": 0}).config_records
+    assert "Traceback" not in capfd.readouterr().err

@@ -33,8 +33,11 @@ log = logging.getLogger(__name__)
 
 class _Handler(socketserver.BaseRequestHandler):
     def handle(self) -> None:
-        header = json.loads(recv_frame(self.request))
-        content = decode(recv_frame(self.request))
+        try:
+            header = json.loads(recv_frame(self.request))
+            content = decode(recv_frame(self.request))
+        except ConnectionError:  # a probe (another worker checking the socket) or a ClientApp gone mid-send
+            return
         t0 = time.perf_counter()
         try:
             reply, status = encode(answer(header["kind"], content, header["node"])), OK
@@ -43,8 +46,11 @@ class _Handler(socketserver.BaseRequestHandler):
         except Exception:  # reported to the ClientApp, which fails the message
             reply, status = traceback.format_exc().encode(), FAILED
             log.exception("answering a %s message failed", header["kind"])
-        send_frame(self.request, status)
-        send_frame(self.request, reply)
+        try:
+            send_frame(self.request, status)
+            send_frame(self.request, reply)
+        except OSError:  # the ClientApp process died while we worked (its message failed on the node)
+            log.warning("the ClientApp went away before the reply to its %s message", header["kind"])
 
 
 class NodeWorker:

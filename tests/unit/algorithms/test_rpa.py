@@ -14,7 +14,7 @@ from fedloom.algorithms.base import NUM_EXAMPLES, LocalContext, LocalTrainingCon
 from fedloom.algorithms.rpa import RPA, RPAConfig
 from fedloom.algorithms.rpa.algorithm import PROTOTYPES, ROUTE, SIGNATURES
 from fedloom.algorithms.rpa.decomposition import amplification, least_norm_pieces, naive_pieces
-from fedloom.algorithms.rpa.projection import BLOCK, fit_subspace, materialize, project
+from fedloom.algorithms.rpa.projection import BLOCK, fit_subspace, fwht, materialize, project
 from fedloom.algorithms.rpa.routing import alignment_scores, mirror_descent, route_entropy
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import lora_a_key, lora_b_key
@@ -91,7 +91,27 @@ def test_projection_is_identical_from_the_seed_and_equals_the_materialized_matri
     assert not torch.equal(project(v, seed=8, q=32), a)
 
 
-@pytest.mark.parametrize("kind", ["rademacher", "gaussian"])
+@pytest.mark.parametrize("n", [1, 2, 8, 64])
+def test_fwht_is_the_sylvester_hadamard_matrix(n):
+    from scipy.linalg import hadamard
+
+    x = torch.randn(3, n, generator=torch.Generator().manual_seed(n))
+    torch.testing.assert_close(fwht(x), x @ torch.from_numpy(hadamard(n)).float().T, atol=1e-4, rtol=1e-5)
+
+
+def test_srht_is_a_fixed_linear_map_with_orthogonal_scaled_rows():
+    d, q = 100, 16  # padded to n = 128
+    v = torch.randn(d, generator=torch.Generator().manual_seed(2))
+    P = materialize(d, seed=5, q=q, kind="srht")
+    torch.testing.assert_close(project(v, seed=5, q=q, kind="srht"), P @ v, atol=1e-4, rtol=1e-4)
+    assert torch.equal(project(v, seed=5, q=q, kind="srht"), project(v.clone(), seed=5, q=q, kind="srht"))
+    assert not torch.equal(project(v, seed=6, q=q, kind="srht"), project(v, seed=5, q=q, kind="srht"))
+    torch.testing.assert_close(P.abs(), torch.full_like(P, q**-0.5))  # entries ±1/√q, like Rademacher
+    square = materialize(128, seed=5, q=q, kind="srht")  # no padding: P Pᵀ = (n/q) I exactly
+    torch.testing.assert_close(square @ square.T, 128 / q * torch.eye(q), atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("kind", ["rademacher", "gaussian", "srht"])
 def test_projection_preserves_cosines_within_the_jl_bound(kind):
     q, d, n, eps = 256, 4096, 12, 0.35
     g = torch.Generator().manual_seed(3)
@@ -251,6 +271,7 @@ ABLATIONS = {
     "softmax_route": {"route_update": "softmax"},
     "full_dimensional": {"projection": "full"},
     "gaussian_projection": {"projection": "gaussian"},
+    "srht_projection": {"projection": "srht"},
     "learned_projection": {"projection": "learned", "learned_rank": 8},
     "no_local_residual": {"local_residual": False},
     "naive_decomposition": {"decomposition": "naive"},

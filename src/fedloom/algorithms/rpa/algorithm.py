@@ -17,7 +17,7 @@ from its own seed (B = 0 everywhere, so every prototype starts as the frozen mod
 accumulators U_m^0 are independent Gaussian directions, so the initial signatures differ.
 
 Ablations are switches (seed 000, Tables 6 and 14): ``route_update`` (mirror / softmax / fixed),
-``projection`` (rademacher / gaussian / full / learned), ``decomposition`` (least_norm / naive),
+``projection`` (rademacher / gaussian / srht / full / learned), ``decomposition`` (least_norm / naive),
 ``signature_refresh``, ``local_residual``, ``eval_residual``, ``symmetric_init``, M and the
 calibration batch size. ``eval_residual`` defaults to drop: the pool already absorbed the residual
 (β = 1), keep adds it a second time; on the synthetic demo the two tie on validation (IC 0.1153 vs
@@ -96,7 +96,9 @@ class RPAConfig(BaseModel):
     prototypes: int = Field(4, ge=1, description="M, the number of adapter prototypes")
     projection_dim: int = Field(256, ge=1, description="q, the projected routing dimension")
     projection: ProjectionKind = Field(
-        "rademacher", description="public projection P: rademacher, gaussian, full, learned (W·P, W fit by the server)"
+        "rademacher",
+        description="public projection P: rademacher, gaussian, srht (fast structured), full, "
+        "learned (W·P, W fit by the server)",
     )
     learned_rank: int = Field(16, ge=1, description="rows of W for the learned projection")
     learned_history: int = Field(32, ge=2, description="projected prototype updates the server fits W on")

@@ -1,6 +1,9 @@
 """The public random projection P of seed 000, eq. 8, applied without ever materializing it.
 
-P ∈ {±1/√q}^{q×d} (Rademacher, the default) or N(0, 1/q) entries (Gaussian), fixed by a public seed.
+P ∈ {±1/√q}^{q×d} (Rademacher, the default) or N(0, 1/q) entries (Gaussian), fixed by a public seed,
+or the structured SRHT P = √(n/q) S H D (random signs D, orthonormal Walsh–Hadamard H over the
+vector zero-padded to n = 2^⌈log₂ d⌉, q coordinates S sampled without replacement): the same
+Johnson–Lindenstrauss guarantee at O(n log n) instead of O(q d) work, and nothing but the seed stored.
 ``P v`` is computed block by block over d: the columns of block b are regenerated from
 ``(seed, b)`` with a fresh generator, so memory is O(q · block) and every party derives the
 identical P on any machine. ``full`` is the identity (routing in R^d, the ablation without
@@ -18,7 +21,7 @@ from torch import Tensor
 
 from fedloom.runtime.seeding import derive_seed
 
-ProjectionKind = Literal["rademacher", "gaussian", "full", "learned"]
+ProjectionKind = Literal["rademacher", "gaussian", "srht", "full", "learned"]
 BLOCK = 16384
 
 
@@ -40,6 +43,8 @@ def project(vector: Tensor, seed: int, q: int, kind: ProjectionKind = "rademache
     Rademacher ``P v`` its W is then applied to."""
     if kind == "full":
         return vector.float()
+    if kind == "srht":
+        return srht(vector, seed, q)
     kind = "rademacher" if kind == "learned" else kind
     v = vector.float().reshape(-1)
     out = torch.zeros(q)
@@ -49,8 +54,37 @@ def project(vector: Tensor, seed: int, q: int, kind: ProjectionKind = "rademache
     return out
 
 
+def fwht(x: Tensor) -> Tensor:
+    """Walsh–Hadamard transform H x (Sylvester order, unnormalized) of the last dim, a power of 2."""
+    n = x.shape[-1]
+    if n & (n - 1):
+        raise ValueError(f"the Walsh–Hadamard transform needs a power-of-2 length, not {n}")
+    y, h = x, 1
+    while h < n:  # butterflies of span h: [a, b] → [a + b, a − b]
+        pairs = y.reshape(*x.shape[:-1], n // (2 * h), 2, h)
+        y = torch.stack((pairs[..., 0, :] + pairs[..., 1, :], pairs[..., 0, :] - pairs[..., 1, :]), dim=-2)
+        h *= 2
+    return y.reshape(x.shape)
+
+
+def srht(vector: Tensor, seed: int, q: int) -> Tensor:
+    """√(n/q) S H D v with H orthonormal (= fwht / √n): the subsampled randomized Hadamard transform."""
+    v = vector.float().reshape(-1)
+    n = 1 << max(v.numel() - 1, 0).bit_length()
+    if q > n:
+        raise ValueError(f"SRHT samples q = {q} of n = {n} coordinates; use q ≤ n")
+    rng = np.random.default_rng(derive_seed(seed, "projection", "srht", v.numel()))
+    signs = torch.from_numpy(rng.integers(0, 2, v.numel()).astype(np.float32) * 2 - 1)
+    rows = torch.from_numpy(np.sort(rng.choice(n, q, replace=False)))
+    padded = torch.zeros(n)
+    padded[: v.numel()] = v * signs
+    return fwht(padded)[rows] / q**0.5  # √(n/q) · (1/√n) H
+
+
 def materialize(d: int, seed: int, q: int, kind: ProjectionKind = "rademacher") -> Tensor:
     """The whole q×d matrix (tests and small d only)."""
+    if kind == "srht":
+        return torch.stack([srht(e, seed, q) for e in torch.eye(d)], 1)
     return torch.cat(
         [projection_block(seed, b, q, min(BLOCK, d - s), kind) for b, s in enumerate(range(0, d, BLOCK))], 1
     )

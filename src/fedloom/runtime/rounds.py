@@ -219,30 +219,38 @@ class Runtime:
             _accumulate(record.bytes_by_group, "download", down)
         t0 = time.perf_counter()
         sent = {c: downloads[c] for c in selected}
-        if self.secure:
-            secure = self.pool.secure_train(rnd, sent)
-            results, mean = secure.clients, secure.mean
-        else:
-            results, mean = self.pool.train(rnd, sent), None
+        secure = self.pool.secure_train(rnd, sent) if self.secure else None
+        results = secure.clients if secure is not None else self.pool.train(rnd, sent)
         record.seconds["local"] = time.perf_counter() - t0
         record.seconds["client_compute"] = sum(r.seconds for r in results.values())
-        uploads = {}
-        for cid in selected:
+        for cid in selected:  # a failing client is recorded and left out; the round goes on
             result = results.get(cid, ClientResult(failure="no reply"))
-            if result.failure is not None or (result.upload is None and not self.secure):
-                record.failures[cid] = result.failure or "no upload"  # left out; the round goes on
-                continue
-            if self.secure:  # each client sent its masked secure-form upload; only the mean exists here
+            if result.failure is not None or (result.upload is None and secure is None):
+                record.failures[cid] = result.failure or "no upload"
+            else:
                 record.train[cid] = {**result.metrics, "seconds": result.seconds}
-                if mean is not None:
-                    record.upload_bytes[cid] = masked_bytes(mean)
-                    _accumulate(record.bytes_by_group, "upload", {"masked": masked_bytes(mean)})
-                continue
-            up = bytes_by_group(result.upload, self.wire)
+        t0 = time.perf_counter()
+        if secure is not None:
+            new_server = self._aggregate_secure(server, secure.mean, record, rnd)
+        else:
+            new_server = self._aggregate(server, results, downloads, record, rnd)
+        record.seconds["aggregate"] = time.perf_counter() - t0
+        # everything but client work: sampling, downloads, byte counts, validation, aggregation
+        record.seconds["server"] = time.perf_counter() - start - record.seconds["local"]
+        return new_server, record
+
+    def _aggregate(
+        self, server: Record, results: Mapping[str, ClientResult], downloads: Mapping[str, Record],
+        record: RoundRecord, rnd: int,
+    ) -> Record:  # fmt: skip
+        """Count, validate and aggregate the uploads of the clients in ``record.train``."""
+        uploads = {}
+        for cid in record.train:
+            upload = results[cid].upload
+            up = bytes_by_group(upload, self.wire)
             record.upload_bytes[cid] = sum(up.values())
             _accumulate(record.bytes_by_group, "upload", up)
-            record.train[cid] = {**result.metrics, "seconds": result.seconds}
-            received = transmit(result.upload, self.wire)  # idempotent where the pool already rounded
+            received = transmit(upload, self.wire)  # idempotent where the pool already rounded
             try:
                 validate_upload(received, self.algorithm.upload_spec(downloads[cid], cid), downloads[cid],
                                 self.cfg.max_update_norm)  # fmt: skip
@@ -250,21 +258,27 @@ class Runtime:
                 record.rejected[cid] = str(exc)
                 continue
             uploads[cid] = received
-        t0 = time.perf_counter()
-        if self.secure:
-            if mean is not None and not all(bool(torch.isfinite(t).all()) for t in mean.tensors.values()):
+        record.aggregated = len(uploads) >= self.cfg.min_clients
+        if not record.aggregated:
+            return server
+        new_server = self.algorithm.aggregate(server, uploads, rnd)
+        record.diagnostics = self.algorithm.diagnostics(server, uploads, new_server)
+        return new_server
+
+    def _aggregate_secure(self, server: Record, mean: Record | None, record: RoundRecord, rnd: int) -> Record:
+        """The server step from the securely aggregated mean; each contributor sent masked entries."""
+        if mean is not None:
+            for cid in record.train:
+                record.upload_bytes[cid] = masked_bytes(mean)
+                _accumulate(record.bytes_by_group, "upload", {"masked": masked_bytes(mean)})
+            if not all(bool(torch.isfinite(t).all()) for t in mean.tensors.values()):
                 record.rejected["mean"], mean = "the securely aggregated mean is not finite", None
-            record.aggregated = mean is not None and len(record.train) >= self.cfg.min_clients
-            new_server = self.algorithm.aggregate_mean(server, mean, rnd) if record.aggregated else server
-        else:
-            record.aggregated = len(uploads) >= self.cfg.min_clients
-            new_server = self.algorithm.aggregate(server, uploads, rnd) if record.aggregated else server
-        record.seconds["aggregate"] = time.perf_counter() - t0
-        if record.aggregated:
-            record.diagnostics = self.algorithm.diagnostics(server, uploads, new_server)
-        # everything but client work: sampling, downloads, byte counts, validation, aggregation
-        record.seconds["server"] = time.perf_counter() - start - record.seconds["local"]
-        return new_server, record
+        record.aggregated = mean is not None and len(record.train) >= self.cfg.min_clients
+        if mean is None or not record.aggregated:
+            return server
+        new_server = self.algorithm.aggregate_mean(server, mean, rnd)
+        record.diagnostics = self.algorithm.diagnostics(server, {}, new_server)  # no individual uploads
+        return new_server
 
     def evaluate(self, server: Record, rnd: int) -> Evaluation:
         """Personalized and, where the method has one, global evaluation on every client's val/test rows."""

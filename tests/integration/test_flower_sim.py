@@ -78,12 +78,11 @@ def test_a_wrong_shaped_upload_from_a_node_is_rejected_and_logged(tmp_path):
     rejected server-side with the reason in metrics.jsonl; the others are aggregated as usual."""
     import numpy as np
     from flwr.app import Array, Message
-    from flwr.clientapp import ClientApp
     from flwr.simulation import run_simulation
 
     from fedloom.experiments.runner import prepare_workspace
     from fedloom.runtime.flower.apps import DOWNLOAD, make_server_app
-    from fedloom.runtime.flower.clientapp import reply
+    from fedloom.runtime.flower.clientapp import make_client_app
 
     def corrupt(msg, context, call_next) -> Message:
         out = call_next(msg, context)
@@ -93,9 +92,7 @@ def test_a_wrong_shaped_upload_from_a_node_is_rejected_and_logged(tmp_path):
             arrays[key] = Array(np.zeros((1, 1), dtype=arrays[key].numpy().dtype))
         return out
 
-    app = ClientApp(mods=[corrupt])
-    for register in (app.query, app.train, app.evaluate):
-        register()(reply)
+    app = make_client_app(mods=[corrupt])
     cfg = small_config(rounds=1)
     ws = prepare_workspace(cfg)
     run_simulation(

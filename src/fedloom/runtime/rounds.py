@@ -268,9 +268,10 @@ class Runtime:
     def _aggregate_secure(self, server: Record, mean: Record | None, record: RoundRecord, rnd: int) -> Record:
         """The server step from the securely aggregated mean; each contributor sent masked entries."""
         if mean is not None:
+            masked = masked_bytes(mean)
             for cid in record.train:
-                record.upload_bytes[cid] = masked_bytes(mean)
-                _accumulate(record.bytes_by_group, "upload", {"masked": masked_bytes(mean)})
+                record.upload_bytes[cid] = masked
+                _accumulate(record.bytes_by_group, "upload", {"masked": masked})
             if not all(bool(torch.isfinite(t).all()) for t in mean.tensors.values()):
                 record.rejected["mean"], mean = "the securely aggregated mean is not finite", None
         record.aggregated = mean is not None and len(record.train) >= self.cfg.min_clients

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from fedloom.algorithms.aggregation import weighted_average
 from fedloom.algorithms.base import NUM_EXAMPLES, Record
 
 MASKED_ENTRY_BYTES = 4  # one masked entry modulo 2^32
@@ -38,10 +39,7 @@ class SecureAggregationConfig(BaseModel):
 def weighted_mean(uploads: Sequence[Record]) -> Record:
     """Σ_i n_i u_i / Σ_i n_i over the uploads' tensors, with the total count: what SecAgg+ reveals."""
     counts = [float(u.scalars[NUM_EXAMPLES]) for u in uploads]
-    total = sum(counts)
-    tensors = {k: sum(n / total * u.tensors[k].float() for n, u in zip(counts, uploads, strict=True))
-               for k in uploads[0].tensors}  # fmt: skip
-    return Record(tensors, {NUM_EXAMPLES: int(total)})
+    return Record(weighted_average([u.tensors for u in uploads], counts), {NUM_EXAMPLES: int(sum(counts))})
 
 
 def clipped(upload: Record, clipping_range: float) -> Record:

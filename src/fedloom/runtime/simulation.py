@@ -32,7 +32,13 @@ class InProcessClients:
     """A client pool of in-process learners; private states are kept here."""
 
     def __init__(
-        self, algorithm: Algorithm, learners: Mapping[str, Learner], seed: int, wire: torch.dtype, progress: Progress
+        self,
+        algorithm: Algorithm,
+        learners: Mapping[str, Learner],
+        seed: int,
+        wire: torch.dtype,
+        progress: Progress,
+        clipping_range: float = SecureAggregationConfig().clipping_range,
     ) -> None:
         self.algorithm, self.learners, self.seed, self.wire, self.progress = (
             algorithm,
@@ -44,7 +50,7 @@ class InProcessClients:
         self.ids = list(self.learners)
         self.sizes = {s: {c: len(lrn.data.split(s)) for c, lrn in self.learners.items()} for s in EVAL_SPLITS}
         self._states: dict[str, Record] = {}
-        self.clipping_range = SecureAggregationConfig().clipping_range  # of secure-form uploads
+        self.clipping_range = clipping_range  # of secure-form uploads, as SecAgg+ clips them
 
     def start(self, shared_init: Mapping[str, torch.Tensor], resume: Mapping[str, Record] | None) -> None:
         if resume is not None:
@@ -106,8 +112,8 @@ class InProcessRuntime(Runtime):
         progress: Progress | None = None,
     ) -> None:
         progress = progress or SilentProgress()
-        pool = InProcessClients(algorithm, learners, seed, wire_dtype(cfg.wire_dtype), progress)
-        pool.clipping_range = cfg.secure_aggregation.clipping_range
+        clip = cfg.secure_aggregation.clipping_range
+        pool = InProcessClients(algorithm, learners, seed, wire_dtype(cfg.wire_dtype), progress, clip)
         super().__init__(algorithm, pool, cfg, seed, progress)
         self.learners = pool.learners
 

@@ -132,11 +132,14 @@ class RPA(Algorithm):
     def _project(self, flat: Tensor) -> Tensor:
         return project(flat, derive_seed(self.seed, "rpa-projection"), self.cfg.projection_dim, self.cfg.projection)
 
-    def _signatures(self, accumulators: Tensor, w: Tensor | None = None) -> Tensor:
-        projected = torch.stack([self._project(u) for u in accumulators])
-        if w is not None:  # learned projection: W P u
+    def _projected(self, rows: Tensor) -> Tensor:
+        return torch.stack([self._project(u) for u in rows])  # eq. 8, row by row
+
+    def _signatures(self, projected: Tensor, w: Tensor | None = None) -> Tensor:
+        """v_m from the projected accumulators P U_m (eq. 10); W P U_m for the learned projection."""
+        if w is not None:
             projected = projected @ w.T
-        return torch.stack([normalize(p) for p in projected])  # eq. 10
+        return torch.stack([normalize(p) for p in projected])
 
     @property
     def learned(self) -> bool:
@@ -164,8 +167,9 @@ class RPA(Algorithm):
         else:
             g = torch.Generator().manual_seed(derive_seed(self.seed, "rpa-accumulators"))
             accumulators = torch.randn(prototypes.shape, generator=g) * 1e-3
-        learned = self._fit(torch.stack([self._project(u) for u in accumulators])) if self.learned else {}
-        signatures = self._signatures(accumulators, learned.get(PROJECTION))
+        projected = self._projected(accumulators)
+        learned = self._fit(projected) if self.learned else {}
+        signatures = self._signatures(projected, learned.get(PROJECTION))
         return Record({PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned})
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
@@ -209,12 +213,12 @@ class RPA(Algorithm):
         accumulators, signatures = server.tensors[ACCUMULATORS], server.tensors[SIGNATURES]
         learned = {k: server.tensors[k] for k in (HISTORY, PROJECTION) if k in server.tensors}
         if self.learned:  # W follows the directions the prototypes actually moved in
-            moved = torch.stack([self._project(row) for row in mean])
+            moved = self._projected(mean)
             learned = self._fit(torch.cat([learned[HISTORY], moved])[-self.cfg.learned_history :])
         if self.cfg.signature_refresh:
             accumulators = refresh_accumulator(accumulators, mean, self.cfg.signature_momentum)  # eq. 9
         if self.cfg.signature_refresh or self.learned:
-            signatures = self._signatures(accumulators, learned.get(PROJECTION))
+            signatures = self._signatures(self._projected(accumulators), learned.get(PROJECTION))
         return Record({PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned})
 
     def diagnostics(self, before: Record, uploads: Mapping[str, Record], after: Record) -> dict[str, Any]:

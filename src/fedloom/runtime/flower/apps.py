@@ -261,11 +261,19 @@ class FlowerClients:
     def states(self) -> dict[str, Record]:
         return {}  # private states stay on the nodes
 
+    def _train_contents(
+        self, downloads: Mapping[str, Record]
+    ) -> tuple[dict[str, RecordDict], dict[str, ClientResult]]:
+        """The TRAIN content of each connected client's download, and a failure for each one not connected."""
+        missing = {cid: ClientResult(failure="client not connected") for cid in downloads if cid not in self.nodes}
+        contents = {cid: to_recorddict(d, self.wire, DOWNLOAD) for cid, d in downloads.items() if cid in self.nodes}
+        return contents, missing
+
     def _exchange(self, kind: str, rnd: int, contents: Mapping[str, RecordDict]) -> tuple[dict, dict]:
         self.refresh()
-        messages, by_node = [], {}
+        messages, by_node, run = [], {}, self.run_record(rnd)
         for cid, content in contents.items():
-            content[RUN] = self.run_record(rnd)
+            content[RUN] = run
             messages.append(
                 Message(content=content, dst_node_id=self.nodes[cid], message_type=kind, group_id=str(rnd))
             )
@@ -282,8 +290,7 @@ class FlowerClients:
         return replies, errors
 
     def train(self, rnd: int, downloads: Mapping[str, Record]) -> dict[str, ClientResult]:
-        out = {cid: ClientResult(failure="client not connected") for cid in downloads if cid not in self.nodes}
-        contents = {cid: to_recorddict(d, self.wire, DOWNLOAD) for cid, d in downloads.items() if cid in self.nodes}
+        contents, out = self._train_contents(downloads)
         replies, errors = self._exchange(MessageType.TRAIN, rnd, contents)
         for cid in contents:
             if cid in replies:
@@ -297,15 +304,13 @@ class FlowerClients:
     def secure_train(self, rnd: int, downloads: Mapping[str, Record]) -> SecureRound:
         """A SecAgg+ round through Flower's workflow: the uploads come back masked, the mean only."""
         self.refresh()
-        present = {cid: d for cid, d in downloads.items() if cid in self.nodes}
-        contents = {}
-        for cid, download in present.items():
-            contents[cid] = to_recorddict(download, self.wire, DOWNLOAD)
-            contents[cid][RUN] = self.run_record(rnd)
+        contents, missing = self._train_contents(downloads)
+        run = self.run_record(rnd)
+        for content in contents.values():
+            content[RUN] = run
         secure = self.cfg.federation.secure_aggregation
         max_weight = secure.max_weight or float(max(int(i["size/train"]) for i in self.info.values()))
         result = secure_round(self.grid, contents, self.nodes, secure, max_weight, rnd, self.timeout)
-        missing = {cid: ClientResult(failure="client not connected") for cid in downloads if cid not in present}
         return SecureRound({**missing, **result.clients}, result.mean)
 
     def evaluate(self, rnd: int, server: Record, downloads: Mapping[str, Record]) -> Evaluation:

@@ -9,10 +9,12 @@ Flower starts for each message stays light when a worker does the work.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from flwr.app import Context, Message
 from flwr.client.mod import secaggplus_mod
 from flwr.clientapp import ClientApp
-from flwr.clientapp.typing import ClientAppCallable
+from flwr.clientapp.typing import ClientAppCallable, Mod
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS
 
 from fedloom.runtime.flower.relay import relay
@@ -38,9 +40,10 @@ def secure_aggregation_mod(msg: Message, context: Context, call_next: ClientAppC
     return call_next(msg, context)
 
 
-def make_client_app() -> ClientApp:
-    """The ClientApp: one data owner per node; everything it needs arrives in the messages."""
-    app = ClientApp(mods=[secure_aggregation_mod])
+def make_client_app(mods: Sequence[Mod] = ()) -> ClientApp:
+    """The ClientApp: one data owner per node; everything it needs arrives in the messages.
+    ``mods``: extra Flower mods, applied inside the SecAgg+ one."""
+    app = ClientApp(mods=[secure_aggregation_mod, *mods])
     for register in (app.query, app.train, app.evaluate):
         register()(reply)
     return app

@@ -16,6 +16,7 @@ from fedloom.algorithms.base import Algorithm, LocalTrainingConfig
 from fedloom.algorithms.ditto import Ditto
 from fedloom.algorithms.fdlora import FDLoRA
 from fedloom.algorithms.fedavg import FedAvg, Sharing
+from fedloom.algorithms.fedbiot import FedBiOT, FedBiOTConfig
 from fedloom.algorithms.feddpa import FedDPA
 from fedloom.algorithms.fedex import FedExLoRA
 from fedloom.algorithms.fedlease import FedLEASE, FedLEASEConfig
@@ -29,7 +30,10 @@ from fedloom.algorithms.privacy import PrivacyConfig
 from fedloom.algorithms.robust import RobustConfig
 from fedloom.algorithms.rpa import RPA, RPAConfig
 from fedloom.algorithms.scaffold import Scaffold
+from fedloom.backbone.emulator import Aligner, emulator_of
+from fedloom.backbone.features import Ragged
 from fedloom.backbone.layout import TensorLayout
+from fedloom.backbone.model import AdaptedLM
 from fedloom.errors import ConfigError
 
 
@@ -107,6 +111,7 @@ class MethodOptions(_Options):
     feddpa: FedDPAOptions = FedDPAOptions()
     fdlora: FDLoRAOptions = FDLoRAOptions()
     fwdllm: FwdLLMOptions = FwdLLMOptions()
+    fedbiot: FedBiOTConfig = FedBiOTConfig()
     rpa: RPAConfig = RPAConfig()
     fedweave: FedWeaveConfig = FedWeaveConfig()
     fedlease: FedLEASEConfig = FedLEASEConfig()
@@ -115,7 +120,8 @@ class MethodOptions(_Options):
 @dataclass(frozen=True)
 class BuildContext:
     """What building a method may read: local budget, LoRA rank and alpha, rounds, the run seed,
-    method options, and the adapter layout (the order of the flat adapter vector)."""
+    method options, and the adapter layout (the order of the flat adapter vector); on the server of a
+    method that computes with the model (FedBiOT), the backbone and public token ids."""
 
     local: LocalTrainingConfig
     rank: int
@@ -128,6 +134,8 @@ class BuildContext:
     robust: RobustConfig = field(default_factory=RobustConfig)
     fraction: float = 1.0
     clients_per_round: int | None = None
+    lm: AdaptedLM | None = None
+    public: Ragged | None = None
 
 
 def _fedavg(b: BuildContext, **switches: Any) -> FedAvg:
@@ -157,11 +165,22 @@ METHODS: dict[str, Callable[[BuildContext], Algorithm]] = {
     "flexlora": lambda b: FlexLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flexlora.ranks),
     "feddpa": lambda b: FedDPA(b.local, **b.options.feddpa.model_dump()),
     "fdlora": lambda b: FDLoRA(b.local, **b.options.fdlora.model_dump()),
+    "fedbiot": lambda b: _fedbiot(b),
     "fwdllm": lambda b: FwdLLM(b.local, rounds=b.rounds, **b.options.fwdllm.model_dump()),
     "rpa": lambda b: RPA(b.local, b.options.rpa, seed=b.seed, layout=_needs_layout(b, "rpa")),
     "fedweave": lambda b: FedWeave(b.local, b.options.fedweave, seed=b.seed, layout=_needs_layout(b, "fedweave")),
     "fedlease": lambda b: FedLEASE(b.local, b.options.fedlease, seed=b.seed, layout=_needs_layout(b, "fedlease")),
 }
+
+
+def _fedbiot(b: BuildContext) -> FedBiOT:
+    """Clients build it without the backbone (they never align); the server with backbone and public text."""
+    cfg, aligner = b.options.fedbiot, None
+    if b.lm is not None:
+        if b.public is None:
+            raise ConfigError("fedbiot's server needs public text to align the emulator on")
+        aligner = Aligner(emulator_of(b.lm, cfg.drop_ratio), b.public, cfg.align_batch, cfg.align_lr, cfg.kd_weight)
+    return FedBiOT(b.local, cfg, b.seed, aligner)
 
 
 def _needs_layout(b: BuildContext, name: str) -> TensorLayout:

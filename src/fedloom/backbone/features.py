@@ -74,21 +74,26 @@ class Ragged:
 
 @dataclass(frozen=True)
 class FrozenFeatures:
-    """Token ids, cached prefix states (None when ``L0 = 0``) and optional frozen embeddings [N, H]."""
+    """Token ids, cached prefix states (None when ``L0 = 0``) and optional frozen embeddings [N, H].
+
+    ``source`` replaces the frozen layers below ``L0``: it maps padded token ids and mask to the
+    hidden states entering ``L0`` (FedBiOT's clients run a compressed emulator there, not the model).
+    """
 
     tokens: Ragged
     prefix: Ragged | None
     embedding: Tensor | None
+    source: Callable[[Tensor, Tensor], Tensor] | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     def prefix_batch(self, lm: AdaptedLM, indices: Sequence[int] | np.ndarray) -> tuple[Tensor, Tensor]:
-        """Hidden states entering ``L0`` for a batch, with mask: read from cache, or embedded on the fly."""
-        if self.prefix is not None:
+        """Hidden states entering ``L0`` for a batch, with mask: from ``source``, the cache, or the model."""
+        if self.source is None and self.prefix is not None:
             return self.prefix.pad(indices)
         ids, mask = self.tokens.pad(indices, pad_value=_pad_id(lm))
-        return lm.prefix(ids, mask), mask
+        return (lm.prefix if self.source is None else self.source)(ids, mask), mask
 
 
 def compute_features(

@@ -179,12 +179,13 @@ class AdapterBank:
 
     def __init__(self, model: nn.Module, spec: LoraSpec) -> None:
         layers = _decoder_layers(model)
-        if any(isinstance(m, LoraLinear) for m in model.modules()):
-            raise ConfigError("this model already carries an adapter bank; load a fresh backbone for a new one")
         chosen = range(len(layers)) if spec.layers is None else spec.layers
         bad = [i for i in chosen if not 0 <= i < len(layers)]
         if bad:
             raise ConfigError(f"adapter.layers {bad} out of range: the model has {len(layers)} layers")
+        taken = [i for i in chosen if any(isinstance(m, LoraLinear) for m in layers[i].modules())]
+        if taken:  # banks on disjoint layers coexist (FedBiOT's emulator below the adapter)
+            raise ConfigError(f"layers {taken} already carry an adapter bank; load a fresh backbone for a new one")
         self._cell = _BindingSlot()
         modules: list[AdaptedModule] = []
         for i in sorted(set(chosen)):

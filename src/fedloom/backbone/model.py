@@ -8,6 +8,8 @@ projection.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import Tensor
 from transformers.masking_utils import create_causal_mask
@@ -31,11 +33,15 @@ class AdaptedLM:
         return self.backbone.hidden_size
 
     @property
+    def num_layers(self) -> int:
+        return len(self.model.model.layers)
+
+    @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
-    def run_layers(self, hidden: Tensor, mask: Tensor, start: int, stop: int | None = None) -> Tensor:
-        """Apply decoder layers ``start..stop-1`` to right-padded hidden states [B, T, H]."""
+    def run_layers(self, hidden: Tensor, mask: Tensor, layers: Sequence[int]) -> Tensor:
+        """Apply the decoder layers ``layers`` (in order) to right-padded hidden states [B, T, H]."""
         inner = self.model.model
         position_ids = torch.arange(hidden.shape[1], device=hidden.device).unsqueeze(0)
         causal_mask = create_causal_mask(
@@ -46,8 +52,10 @@ class AdaptedLM:
             position_ids=position_ids,
         )
         rope = inner.rotary_emb(hidden, position_ids=position_ids)
-        for layer in inner.layers[start:stop]:
-            hidden = layer(hidden, attention_mask=causal_mask, position_embeddings=rope, position_ids=position_ids)
+        for i in layers:
+            hidden = inner.layers[i](
+                hidden, attention_mask=causal_mask, position_embeddings=rope, position_ids=position_ids
+            )
         return hidden
 
     @torch.no_grad()
@@ -56,13 +64,13 @@ class AdaptedLM:
         hidden = self.model.model.embed_tokens(input_ids.to(self.device))
         mask = mask.to(self.device)
         with self.bank.bind(None):
-            return self.run_layers(hidden, mask, 0, self.start_layer)
+            return self.run_layers(hidden, mask, range(self.start_layer))
 
     def hidden_from_prefix(self, prefix: Tensor, mask: Tensor, binding: Binding | None) -> Tensor:
         """Final (normed) hidden states [B, T, H] from cached prefix states (on the model's device)."""
         with self.bank.bind(binding):
             return self.model.model.norm(
-                self.run_layers(prefix.to(self.device), mask.to(self.device), self.start_layer)
+                self.run_layers(prefix.to(self.device), mask.to(self.device), range(self.start_layer, self.num_layers))
             )
 
     def pooled_from_prefix(self, prefix: Tensor, mask: Tensor, binding: Binding | None) -> Tensor:
@@ -97,7 +105,7 @@ class AdaptedLM:
         """The same quantity from token ids with a full forward (the reference the cache must match)."""
         input_ids, mask = input_ids.to(self.device), mask.to(self.device)
         with self.bank.bind(binding):
-            hidden = self.run_layers(self.model.model.embed_tokens(input_ids), mask, 0)
+            hidden = self.run_layers(self.model.model.embed_tokens(input_ids), mask, range(self.num_layers))
         return masked_mean(self.model.model.norm(hidden), mask).cpu()
 
 

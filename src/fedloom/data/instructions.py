@@ -201,3 +201,15 @@ def load_multitask(data_dir: Path | str | None, cfg: TextTasksConfig) -> TextTab
     tables = [edit(data_dir, cfg), load_gsm8k(data_dir, cfg), load_tweeteval(data_dir, cfg), load_arc(data_dir, cfg)]
     frame = pd.concat([t.frame for t in tables], ignore_index=True)
     return TextTable(frame, "multitask", tuple(n for t in tables for n in t.notes))
+
+
+def public_corpus(data_dir: Path | str | None, size: int, seed: int) -> list[str]:
+    """Public instruction text a server may hold (FedBiOT aligns its emulator on such text, Alpaca in
+    the paper): ``size`` GSM8K training problems with their solutions, drawn with ``seed``."""
+    folder = dataset_dir(data_dir, "gsm8k", ("train.jsonl",))
+    train = _read(folder / "train.jsonl")
+    picked = np.sort(np.random.default_rng(seed).permutation(len(train))[:size])
+    return [
+        f"{q}\n{_CALCULATOR.sub('', a)}"
+        for q, a in zip(train["question"].iloc[picked], train["answer"].iloc[picked], strict=True)
+    ]

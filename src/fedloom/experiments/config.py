@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
+import torch
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -17,10 +18,13 @@ from fedloom.algorithms.base import LocalTrainingConfig
 from fedloom.algorithms.privacy import PrivacyConfig
 from fedloom.algorithms.registry import METHODS, BuildContext, MethodOptions
 from fedloom.algorithms.robust import RobustConfig
+from fedloom.backbone.features import Ragged
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.loading import known_backbones
 from fedloom.backbone.lora import LoraSpec
+from fedloom.backbone.model import AdaptedLM
 from fedloom.data.config import DataConfig
+from fedloom.data.instructions import public_corpus
 from fedloom.data.registry import DATASETS
 from fedloom.errors import ConfigError
 from fedloom.experiments.portfolio import PortfolioConfig
@@ -91,11 +95,18 @@ class RunConfig(_Strict):
     privacy: PrivacyConfig = PrivacyConfig()
     robust: RobustConfig = RobustConfig()
 
-    def build_context(self, layout: TensorLayout | None = None) -> BuildContext:
-        """What the method registry needs; ``layout`` is the adapter's flat-vector order (after loading)."""
-        fed = self.federation
+    def build_context(self, layout: TensorLayout | None = None, lm: AdaptedLM | None = None) -> BuildContext:
+        """What the method registry needs; ``layout`` is the adapter's flat-vector order (after loading);
+        ``lm``, the backbone, on the server of a method that computes with it (FedBiOT's alignment)."""
+        fed, public = self.federation, None
+        if lm is not None and self.method == "fedbiot":
+            biot = self.methods.fedbiot
+            text = public_corpus(self.data.data_dir, biot.public_size, self.seed)
+            ids = lm.backbone.tokenizer(text, truncation=True, max_length=biot.public_max_tokens)["input_ids"]
+            public = Ragged.from_rows(ids, torch.int64)
         return BuildContext(self.train, self.adapter.rank, self.adapter.alpha, self.rounds, self.seed, self.methods,
-                            layout, self.privacy, self.robust, fed.fraction, fed.clients_per_round)  # fmt: skip
+                            layout, self.privacy, self.robust, fed.fraction, fed.clients_per_round,
+                            None if public is None else lm, public)  # fmt: skip
 
     @field_validator("method")
     @classmethod

@@ -164,7 +164,7 @@ def run_method(
     With ``resume``, continue from the newest checkpoint in ``out`` (a fresh run when there is none);
     the result is the same as an uninterrupted run.
     """
-    algorithm = build_algorithm(cfg.method, cfg.build_context(ws.lm.layout.slot()))
+    algorithm = build_algorithm(cfg.method, cfg.build_context(ws.lm.layout.slot(), ws.lm))
     runtime = InProcessRuntime(algorithm, ws.learners, cfg.federation, cfg.seed, progress)
     metric = next(iter(ws.learners.values())).task.primary_metric
     env = {"setup_seconds": ws.setup_seconds, "runtime": "in-process"}

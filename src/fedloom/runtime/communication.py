@@ -34,7 +34,9 @@ def transmit(record: Record, dtype: torch.dtype) -> Record:
 
 
 def key_group(key: str) -> str:
-    """Communication group of a tensor key: A, B, base_delta, head, or its first name component."""
+    """Communication group of a tensor key: emulator (FedBiOT), A, B, base_delta, head, or its first name component."""
+    if key.startswith("emulator/"):
+        return "emulator"
     if ".lora_A." in key:
         return "A"
     if ".lora_B." in key:

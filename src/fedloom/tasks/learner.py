@@ -7,8 +7,9 @@ which tensors train, with which learning rate and regularizer; the learner owns 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -104,6 +105,13 @@ class Learner:
     @property
     def num_train(self) -> int:
         return self.data.num_train
+
+    def emulated(self, source: Callable[[Tensor, Tensor], Tensor]) -> Learner:
+        """This learner with the layers below ``L0`` replaced by ``source`` (padded ids, mask → hidden
+        states), e.g. FedBiOT's emulator; the cached prefix is not read."""
+        out = copy.copy(self)
+        out.features = replace(self.features, prefix=None, source=source)
+        return out
 
     def init_head(self, generator: torch.Generator) -> dict[str, Tensor]:
         if self.side_channel is None:

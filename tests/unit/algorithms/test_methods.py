@@ -34,7 +34,9 @@ def _round(algorithm, ws, rnd=1):
 
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_contract(name, workspace):
-    algorithm = build_algorithm(name, small_config().build_context(workspace.lm.layout.slot()))
+    algorithm = build_algorithm(
+        name, small_config(method=name).build_context(workspace.lm.layout.slot(), workspace.lm)
+    )
     server, _, downloads, updates = _round(algorithm, workspace)
     for cid, upd in updates.items():
         assert not any(k.startswith("head.") for k in upd.upload.tensors), "heads must stay private"
@@ -86,7 +88,9 @@ def test_two_rounds_end_to_end(name, workspace):
     from fedloom.runtime.rounds import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
 
-    algorithm = build_algorithm(name, small_config().build_context(workspace.lm.layout.slot()))
+    algorithm = build_algorithm(
+        name, small_config(method=name).build_context(workspace.lm.layout.slot(), workspace.lm)
+    )
     history = (
         InProcessRuntime(algorithm, workspace.learners, FederationConfig(), seed=0)
         .run(workspace.shared_init, rounds=2)

@@ -177,9 +177,10 @@ def test_bank_errors_name_the_problem(tiny_backbone):
         AdapterBank(tiny_backbone.model, LoraSpec(layers=(7,)))
     with pytest.raises(ConfigError, match=r"match no Linear layer.*layer 0 has: .*q_proj"):
         AdapterBank(tiny_backbone.model, LoraSpec(targets=("qkv",)))
-    AdapterBank(tiny_backbone.model, LoraSpec())
-    with pytest.raises(ConfigError, match="already carries an adapter bank"):
-        AdapterBank(tiny_backbone.model, LoraSpec())
+    AdapterBank(tiny_backbone.model, LoraSpec(layers=(2, 3)))
+    with pytest.raises(ConfigError, match=r"layers \[3\] already carry an adapter bank"):
+        AdapterBank(tiny_backbone.model, LoraSpec(layers=(1, 3)))
+    AdapterBank(tiny_backbone.model, LoraSpec(layers=(0, 1)))  # disjoint layers: a second bank (FedBiOT)
 
 
 def test_init_slot_matches_peft_defaults(tiny_backbone):

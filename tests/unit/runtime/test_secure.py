@@ -37,13 +37,13 @@ def workspace():
 
 def _algorithm(workspace, method: str, **options):
     cfg = small_config(method=method, **options)
-    return build_algorithm(method, cfg.build_context(workspace.lm.layout.slot()))
+    return build_algorithm(method, cfg.build_context(workspace.lm.layout.slot(), workspace.lm))
 
 
 @pytest.mark.parametrize(
     ("method", "options"),
     [("fedavg", {}), ("fedavgm", {}), ("ffa-lora", {}), ("fedsa-lora", {}), ("fedprox", {}), ("fedper", {}),
-     ("fedrep", {}), ("ditto", {}), ("fdlora", {}), ("feddpa", {}), ("scaffold", {}), ("rpa", {}),
+     ("fedrep", {}), ("ditto", {}), ("fdlora", {}), ("feddpa", {}), ("scaffold", {}), ("fedbiot", {}), ("rpa", {}),
      ("rpa", {"methods.rpa.decomposition": "naive"})],
 )  # fmt: skip
 @settings(max_examples=10, deadline=None)

@@ -345,7 +345,7 @@ def serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool = 
         key_file.write_text(json.dumps({"run_key": run_key}))
     lm = load_adapted(cfg)
     shared_init = lm.layout.init_slot(generator(cfg.seed, "adapter-init"))
-    algorithm = build_algorithm(cfg.method, cfg.build_context(lm.layout.slot()))
+    algorithm = build_algorithm(cfg.method, cfg.build_context(lm.layout.slot(), lm))
     pool = FlowerClients(grid, cfg, run_key, num_nodes, connect_timeout)
     info = next(iter(pool.info.values()))
     runtime = Runtime(algorithm, pool, cfg.federation, cfg.seed)

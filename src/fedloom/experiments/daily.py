@@ -1,9 +1,9 @@
 """Daily series of a financial run, the input of significance tests and the regime breakdown.
 
 From every client's personalized model (final round) on its test rows: per date, the macro mean over
-clients of the within-client IC and RankIC (regression, ranking) or the pooled accuracy
-(classification). Seed 000 compares methods on such series with a paired block bootstrap over
-trading weeks (Table 5) and breaks them down by market regime (§4.4).
+clients of the within-client IC and RankIC (regression, ranking; regression also the pooled MSE
+and MAE) or the pooled accuracy (classification). Seed 000 compares methods on such series with a
+paired block bootstrap over trading weeks (Table 5) and breaks them down by market regime (§4.4).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def test_predictions(
 
 
 def daily_metrics(predictions: pd.DataFrame, task_kind: str) -> pd.DataFrame:
-    """Date-indexed daily series: ``ic`` and ``rank_ic`` (macro over clients) or ``accuracy`` (pooled)."""
+    """Date-indexed daily series: ``ic`` and ``rank_ic`` (macro over clients; regression adds pooled
+    ``mse`` and ``mae``) or ``accuracy`` (pooled)."""
     if task_kind == "classification":
         hit = (predictions["score"] == predictions["target"]).astype(float)
         return hit.groupby(pd.to_datetime(predictions["date"])).mean().to_frame("accuracy").sort_index()
@@ -61,6 +62,10 @@ def daily_metrics(predictions: pd.DataFrame, task_kind: str) -> pd.DataFrame:
         series["ic"].append(daily_ic(g["score"].to_numpy(), g["target"].to_numpy(), dates))
         series["rank_ic"].append(daily_rank_ic(g["score"].to_numpy(), g["target"].to_numpy(), dates))
     out = {name: pd.concat(parts, axis=1).mean(axis=1) for name, parts in series.items() if parts}
+    if task_kind == "regression":  # predictions are returns: pooled squared and absolute error per date
+        error = predictions["score"] - predictions["target"]
+        dates = predictions["date"].to_numpy()
+        out |= {"mse": (error**2).groupby(dates).mean(), "mae": error.abs().groupby(dates).mean()}
     frame = pd.DataFrame(out)
     frame.index = pd.to_datetime(frame.index)
     return frame.sort_index()

@@ -54,9 +54,8 @@ def simulate(cfg, ws, out) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "method", ["fedavg", "rpa", "fedweave", "fedbiot"]
-)  # fedbiot: a server that computes with the model
+# fedbiot: a server that computes with the model (emulator alignment)
+@pytest.mark.parametrize("method", ["fedavg", "rpa", "fedweave", "fedbiot"])
 def test_flower_simulation_equals_in_process(method, tmp_path):
     cfg = small_config(**{"method": method, "federation.fraction": 0.67, "router_hidden": 16})
     got = assert_same_run(cfg, tmp_path, lambda ws, out: simulate(cfg, ws, out))

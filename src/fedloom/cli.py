@@ -1,4 +1,5 @@
-"""``fedloom`` command line: run one method, compare several, inspect config and methods."""
+"""``fedloom`` command line: run one method, compare several, evaluate a finished run again, inspect
+config and methods."""
 
 from __future__ import annotations
 
@@ -148,6 +149,30 @@ def compare(
     atomic_write(out / "report.md", comparison_report(summaries))
     _print_table(*method_table(summaries), title=f"{configs[0].dataset}: test metrics at the best validation round")
     console.print(f"reports: {out / 'report.md'} and one run directory per method under {out}")
+
+
+@app.command()
+def evaluate(
+    run_dir: Annotated[Path, typer.Argument(help="a finished in-process run directory")],
+    set_: SetOpt = None,
+) -> None:
+    """Evaluate a finished run's last checkpoint again with evaluation-time settings changed
+    (e.g. --set methods.fedweave.inference=soft), without training again."""
+    from fedloom.errors import ConfigError
+    from fedloom.experiments.runner import EVALUATION_SETTINGS, evaluate_run
+
+    if not (run_dir / "config.yaml").is_file():
+        raise ConfigError(f"{run_dir}: no config.yaml there; is it a fedloom run directory?")
+    with _progress() as progress:
+        result = evaluate_run(run_dir, set_ or [], progress)
+    rows = [
+        [k, f"{v:.4g}"]
+        for k, v in result["metrics"].items()
+        if k.startswith("personal/test/") and k.endswith("/macro")
+    ]
+    label = ", ".join(result["overrides"]) or f"as trained (settings: {', '.join(EVALUATION_SETTINGS)})"
+    _print_table(["metric", "value"], rows, f"{result['method']}, round {result['round']}: {label}")
+    console.print(f"written to {run_dir / 'evaluations'}")
 
 
 @app.command("flower-sim")

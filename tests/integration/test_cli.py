@@ -133,3 +133,26 @@ def test_flower_sim_writes_the_same_run_directory(tmp_path: Path):
     a, b = (json.loads((outs[c] / "summary.json").read_text()) for c in ("run", "flower-sim"))
     assert a["metrics"] == pytest.approx(b["metrics"], rel=1e-4, abs=1e-6)
     assert a["communication"] == b["communication"]
+
+
+def test_evaluate_reproduces_the_final_round_and_switches_evaluation_settings(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "rpa"
+    run = ["fedloom", "run", "--method", "rpa", "--backbone", "tiny-random-llama", "--rounds", "2", "--out", str(out),
+           *SMALL]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", run)
+    main()
+    final = json.loads((out / "summary.json").read_text())["final_metrics"]
+    results = {}
+    for name, sets in (("as-trained", []), ("keep", ["--set", "methods.rpa.eval_residual=keep"])):
+        monkeypatch.setattr(sys, "argv", ["fedloom", "evaluate", str(out), *sets])
+        main()
+        results[name] = json.loads(next((out / "evaluations").glob(f"*{name}*.json")).read_text())
+    assert results["as-trained"]["metrics"] == pytest.approx(final, rel=1e-6)  # the same models (float round-off)
+    assert results["keep"]["overrides"] == ["methods.rpa.eval_residual=keep"] and results["keep"]["round"] == 2
+    assert results["keep"]["metrics"]["personal/test/mse/macro"] != final["personal/test/mse/macro"]
+    capsys.readouterr()
+    monkeypatch.setattr(sys, "argv", ["fedloom", "evaluate", str(out), "--set", "train.lr=0.1"])
+    with pytest.raises(SystemExit) as exit_info:
+        main()
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and "train.lr: only evaluation-time settings can change" in err

@@ -7,6 +7,7 @@ configuration but not on the method, so several methods run in one process on on
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import math
 import time
@@ -33,7 +34,7 @@ from fedloom.data.schema import SampleTable, TextTable
 from fedloom.data.splits import table_splits
 from fedloom.errors import ConfigError
 from fedloom.experiments.audit import alignment_quality, task_expert_routing
-from fedloom.experiments.config import RunConfig, dump_config
+from fedloom.experiments.config import RunConfig, dump_config, load_config
 from fedloom.experiments.daily import daily_metrics, regime_breakdown, test_predictions
 from fedloom.experiments.plots import route_heatmap, task_expert_heatmap
 from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics
@@ -42,7 +43,14 @@ from fedloom.experiments.rundir import RunDirectory
 from fedloom.metrics.heterogeneity import heterogeneity_scores
 from fedloom.metrics.significance import paired_block_bootstrap
 from fedloom.progress import Progress, SilentProgress
-from fedloom.runtime.rounds import RoundRecord, Runtime, SimulationResult, higher_is_better, mean_train_loss
+from fedloom.runtime.rounds import (
+    RoundRecord,
+    Runtime,
+    SimulationResult,
+    higher_is_better,
+    mean_train_loss,
+    summarize,
+)
 from fedloom.runtime.seeding import generator
 from fedloom.runtime.simulation import InProcessRuntime
 from fedloom.tasks.generation import GenerationTask
@@ -251,6 +259,58 @@ def run_rounds(
     if set(lm.layout.slot().keys) <= set(result.server.tensors):
         export_peft(result.server.tensors, lm.layout, out / "adapter", base_model=cfg.backbone)
     return result, summary
+
+
+# what `evaluate_run` may change: settings read only when a finished model is evaluated
+EVALUATION_SETTINGS = ("methods.fedweave.inference", "methods.rpa.eval_residual", "data.data_dir")
+
+
+def evaluate_run(run_dir: Path, overrides: list[str], progress: Progress | None = None) -> dict[str, Any]:
+    """Evaluate the newest checkpoint of a finished in-process run again with evaluation-time settings
+    changed (FedWeave's soft / top-1 / top-2 mixture, RPA's eval_residual), without training again;
+    the result is also written to ``RUN_DIR/evaluations/<overrides>.json``."""
+    base = load_config(run_dir / "config.yaml")
+    cfg = load_config(run_dir / "config.yaml", None, overrides)
+    now, then = _flat(cfg.model_dump(mode="json")), _flat(base.model_dump(mode="json"))
+    training = sorted(
+        k for k in now.keys() | then.keys() if now.get(k) != then.get(k) and k not in EVALUATION_SETTINGS
+    )
+    if training:
+        raise ConfigError(f"{', '.join(training)}: only evaluation-time settings can change "
+                          f"({', '.join(EVALUATION_SETTINGS)}); train a new run for the others")  # fmt: skip
+    checkpoint = RunDirectory(run_dir).checkpoints.load(restore_random_state=False)
+    if checkpoint is None:
+        raise ConfigError(f"{run_dir} has no checkpoint to evaluate")
+    ws = prepare_workspace(cfg, progress)
+    if set(checkpoint.clients) != set(ws.learners):
+        raise ConfigError(f"{run_dir}: the checkpoint holds no client states (a deployment keeps them on its nodes)")
+    algorithm = build_algorithm(cfg.method, cfg.build_context(ws.lm.layout.slot(), ws.lm))
+    runtime = InProcessRuntime(algorithm, ws.learners, cfg.federation, cfg.seed, progress)
+    runtime.pool.start(ws.shared_init, checkpoint.clients)
+    t0 = time.perf_counter()
+    evaluation = runtime.evaluate(checkpoint.server, checkpoint.round)
+    result = {
+        "run_dir": str(run_dir),
+        "method": cfg.method,
+        "round": checkpoint.round,
+        "overrides": sorted(overrides),
+        "metrics": summarize(evaluation, runtime.pool.sizes),
+        "seconds": time.perf_counter() - t0,
+    }
+    name = "+".join(sorted(overrides)).replace("/", "_") or "as-trained"
+    (run_dir / "evaluations").mkdir(exist_ok=True)
+    RunDirectory(run_dir).write_json(f"evaluations/{name}.json", result)
+    return result
+
+
+def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out |= _flat(value, f"{prefix}{key}.")
+        else:
+            out[f"{prefix}{key}"] = json.dumps(value, sort_keys=True)
+    return out
 
 
 def config_digest(cfg: RunConfig) -> str:

@@ -244,9 +244,8 @@ def methods() -> None:
     """List the available federated methods."""
     from fedloom.algorithms.registry import METHODS
 
-    for name, cls in sorted(METHODS.items()):
-        doc = (sys.modules[cls.__module__].__doc__ or "").strip().splitlines()[0]
-        typer.echo(f"{name:12s} {doc}")
+    for name, method in sorted(METHODS.items()):
+        typer.echo(f"{name:12s} {method.summary}")
 
 
 @app.command("config")

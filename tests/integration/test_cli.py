@@ -156,3 +156,14 @@ def test_evaluate_reproduces_the_final_round_and_switches_evaluation_settings(tm
         main()
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and "train.lr: only evaluation-time settings can change" in err
+
+
+def test_methods_lists_every_method_with_its_own_summary(monkeypatch, capsys):
+    from fedloom.algorithms.registry import METHODS
+
+    monkeypatch.setattr(sys, "argv", ["fedloom", "methods"])
+    main()
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == sorted(METHODS)
+    summaries = [line.split(maxsplit=1)[1] for line in lines]
+    assert len(set(summaries)) == len(METHODS) and any(s.startswith("FedBiOT: ") for s in summaries)

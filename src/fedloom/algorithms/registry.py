@@ -1,7 +1,7 @@
 """Method names → algorithm objects, and the typed hyperparameters of every method.
 
 Adding a method: one module, one options class here (if it has hyperparameters), one line in
-``METHODS``, one row in the contract tests.
+``METHODS`` (builder + one-line summary), one row in the contract tests.
 """
 
 from __future__ import annotations
@@ -144,33 +144,12 @@ def _fedavg(b: BuildContext, **switches: Any) -> FedAvg:
                   **switches)  # fmt: skip
 
 
-FEDAVG_FAMILY = ("fedavg", "fedavgm", "fedprox", "fedper", "fedit", "ffa-lora", "fedsa-lora")
+@dataclass(frozen=True)
+class Method:
+    """How to build a method from the build context, and what it is in one line (``fedloom methods``)."""
 
-METHODS: dict[str, Callable[[BuildContext], Algorithm]] = {
-    "local": lambda b: LocalOnly(b.local),
-    "fedavg": lambda b: _fedavg(b, name="fedavg"),
-    "fedavgm": lambda b: _fedavg(
-        b, server_momentum=b.options.fedavgm.momentum, server_lr=b.options.fedavgm.server_lr, name="fedavgm"
-    ),
-    "fedprox": lambda b: _fedavg(b, prox_mu=b.options.fedprox.mu, name="fedprox"),
-    "scaffold": lambda b: Scaffold(b.local, server_lr=b.options.scaffold.server_lr),
-    "fedper": lambda b: _fedavg(b, sharing=Sharing(personal_layers=b.options.fedper.personal_layers), name="fedper"),
-    "fedrep": lambda b: FedRep(b.local, head_fraction=b.options.fedrep.head_fraction),
-    "ditto": lambda b: Ditto(b.local, lam=b.options.ditto.lam, personal_steps=b.options.ditto.personal_steps),
-    "fedit": lambda b: _fedavg(b, name="fedit"),
-    "ffa-lora": lambda b: _fedavg(b, sharing=Sharing(shared="B", frozen="A"), name="ffa-lora"),
-    "fedsa-lora": lambda b: _fedavg(b, sharing=Sharing(shared="A"), name="fedsa-lora"),
-    "fedex-lora": lambda b: FedExLoRA(b.local, alpha=b.alpha),
-    "flora": lambda b: FLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flora.ranks),
-    "flexlora": lambda b: FlexLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flexlora.ranks),
-    "feddpa": lambda b: FedDPA(b.local, **b.options.feddpa.model_dump()),
-    "fdlora": lambda b: FDLoRA(b.local, **b.options.fdlora.model_dump()),
-    "fedbiot": lambda b: _fedbiot(b),
-    "fwdllm": lambda b: FwdLLM(b.local, rounds=b.rounds, **b.options.fwdllm.model_dump()),
-    "rpa": lambda b: RPA(b.local, b.options.rpa, seed=b.seed, layout=_needs_layout(b, "rpa")),
-    "fedweave": lambda b: FedWeave(b.local, b.options.fedweave, seed=b.seed, layout=_needs_layout(b, "fedweave")),
-    "fedlease": lambda b: FedLEASE(b.local, b.options.fedlease, seed=b.seed, layout=_needs_layout(b, "fedlease")),
-}
+    build: Callable[[BuildContext], Algorithm]
+    summary: str
 
 
 def _fedbiot(b: BuildContext) -> FedBiOT:
@@ -181,6 +160,98 @@ def _fedbiot(b: BuildContext) -> FedBiOT:
             raise ConfigError("fedbiot's server needs public text to align the emulator on")
         aligner = Aligner(emulator_of(b.lm, cfg.drop_ratio), b.public, cfg.align_batch, cfg.align_lr, cfg.kd_weight)
     return FedBiOT(b.local, cfg, b.seed, aligner)
+
+
+FEDAVG_FAMILY = ("fedavg", "fedavgm", "fedprox", "fedper", "fedit", "ffa-lora", "fedsa-lora")
+
+METHODS: dict[str, Method] = {
+    "local": Method(
+        lambda b: LocalOnly(b.local),
+        "Local-only: every client trains its own LoRA and head; nothing is shared",
+    ),
+    "fedavg": Method(
+        lambda b: _fedavg(b, name="fedavg"),
+        "FedAvg: sample-weighted mean of the LoRA factors; heads stay private",
+    ),
+    "fedavgm": Method(
+        lambda b: _fedavg(
+            b, server_momentum=b.options.fedavgm.momentum, server_lr=b.options.fedavgm.server_lr, name="fedavgm"
+        ),
+        "FedAvgM: FedAvg with heavy-ball server momentum",
+    ),
+    "fedprox": Method(
+        lambda b: _fedavg(b, prox_mu=b.options.fedprox.mu, name="fedprox"),
+        "FedProx: FedAvg with a proximal pull toward the global adapter in the local loss",
+    ),
+    "scaffold": Method(
+        lambda b: Scaffold(b.local, server_lr=b.options.scaffold.server_lr),
+        "SCAFFOLD: local steps corrected by control variates (option II)",
+    ),
+    "fedper": Method(
+        lambda b: _fedavg(b, sharing=Sharing(personal_layers=b.options.fedper.personal_layers), name="fedper"),
+        "FedPer: the LoRA of the top adapted layers stays local",
+    ),
+    "fedrep": Method(
+        lambda b: FedRep(b.local, head_fraction=b.options.fedrep.head_fraction),
+        "FedRep: local head phase, then shared body phase",
+    ),
+    "ditto": Method(
+        lambda b: Ditto(b.local, lam=b.options.ditto.lam, personal_steps=b.options.ditto.personal_steps),
+        "Ditto: a global adapter plus a personal one pulled toward it",
+    ),
+    "fedit": Method(
+        lambda b: _fedavg(b, name="fedit"),
+        "FedIT: FedAvg of LoRA factors, as in federated instruction tuning",
+    ),
+    "ffa-lora": Method(
+        lambda b: _fedavg(b, sharing=Sharing(shared="B", frozen="A"), name="ffa-lora"),
+        "FFA-LoRA: A frozen at the shared init, only B trained and averaged",
+    ),
+    "fedsa-lora": Method(
+        lambda b: _fedavg(b, sharing=Sharing(shared="A"), name="fedsa-lora"),
+        "FedSA-LoRA: A averaged, B kept local",
+    ),
+    "fedex-lora": Method(
+        lambda b: FedExLoRA(b.local, alpha=b.alpha),
+        "FedEx-LoRA: exact aggregation, the averaging residual folded into the frozen weight",
+    ),
+    "flora": Method(
+        lambda b: FLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flora.ranks),
+        "FLoRA: stacked client LoRAs give the exact sum of updates; heterogeneous ranks",
+    ),
+    "flexlora": Method(
+        lambda b: FlexLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flexlora.ranks),
+        "FlexLoRA: SVD of the mean product redistributed to each client's rank",
+    ),
+    "feddpa": Method(
+        lambda b: FedDPA(b.local, **b.options.feddpa.model_dump()),
+        "FedDPA: global and local adapters mixed by test-time instance weights",
+    ),
+    "fdlora": Method(
+        lambda b: FDLoRA(b.local, **b.options.fdlora.model_dump()),
+        "FDLoRA: personal + global LoRA with adaptive fusion (documented reconstruction)",
+    ),
+    "fedbiot": Method(
+        _fedbiot,
+        "FedBiOT: adapter tuned on a layer-dropped emulator the server aligns on public text",
+    ),
+    "fwdllm": Method(
+        lambda b: FwdLLM(b.local, rounds=b.rounds, **b.options.fwdllm.model_dump()),
+        "FwdLLM: backprop-free forward gradients with variance control",
+    ),
+    "rpa": Method(
+        lambda b: RPA(b.local, b.options.rpa, seed=b.seed, layout=_needs_layout(b, "rpa")),
+        "Routed prototype adapters (seed 000): prototype pool, projected routing, residuals",
+    ),
+    "fedweave": Method(
+        lambda b: FedWeave(b.local, b.options.fedweave, seed=b.seed, layout=_needs_layout(b, "fedweave")),
+        "FedWeave (seed 002): prototype discovery, signature alignment, mixture of LoRA experts",
+    ),
+    "fedlease": Method(
+        lambda b: FedLEASE(b.local, b.options.fedlease, seed=b.seed, layout=_needs_layout(b, "fedlease")),
+        "FedLEASE: clustered LoRA experts with an adaptive top-M router",
+    ),
+}
 
 
 def _needs_layout(b: BuildContext, name: str) -> TensorLayout:
@@ -196,4 +267,4 @@ def build_algorithm(name: str, context: BuildContext) -> Algorithm:
     if defended and name not in FEDAVG_FAMILY:
         raise ConfigError(f"privacy.clip and robust.rule apply to the FedAvg family ({', '.join(FEDAVG_FAMILY)}); "
                           f"{name!r} aggregates differently")  # fmt: skip
-    return METHODS[name](context)
+    return METHODS[name].build(context)

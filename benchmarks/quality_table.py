@@ -1,6 +1,6 @@
 """Quality tables on the financial datasets (issues 4 and 5) from finished runs. Not a test.
 
-    python benchmarks/quality_table.py runs/acl18      # or runs/csi300, runs/fnspid
+    python benchmarks/quality_table.py runs/acl18 [--seeds 0]      # or runs/csi300, runs/fnspid
 
 Reads ``RUNS/seed<k>/<method>/summary.json`` (written by ``fedloom run`` / ``compare`` with
 configs/<dataset>.yaml) and prints, per method: seeds found, the dataset's personalized test
@@ -49,11 +49,12 @@ TABLES = {
 PORTFOLIO = (("annualized_return", "excess AR (cost)"), ("information_ratio", "IR"), ("max_drawdown", "MDD"))
 
 
-def load(runs: Path) -> dict[str, dict[int, dict]]:
+def load(runs: Path, seeds: set[int] | None = None) -> dict[str, dict[int, dict]]:
     out: dict[str, dict[int, dict]] = {}
     for path in sorted(runs.glob("seed*/*/summary.json")):
         seed = int(path.parent.parent.name.removeprefix("seed"))
-        out.setdefault(path.parent.name, {})[seed] = json.loads(path.read_text())
+        if seeds is None or seed in seeds:
+            out.setdefault(path.parent.name, {})[seed] = json.loads(path.read_text())
     return out
 
 
@@ -66,8 +67,9 @@ def cell(values: list[float], digits: int = 3) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="?", default=Path("runs/acl18"))
+    parser.add_argument("--seeds", help="comma-separated seeds to include (default: all found)")
     args = parser.parse_args()
-    runs = load(args.runs)
+    runs = load(args.runs, None if args.seeds is None else {int(x) for x in args.seeds.split(",")})
     if not runs:
         raise SystemExit(f"no seed*/<method>/summary.json under {args.runs}")
     dataset = next(iter(next(iter(runs.values())).values()))["dataset"]

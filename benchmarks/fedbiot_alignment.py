@@ -28,8 +28,7 @@ from fedloom.data.instructions import public_corpus
 
 
 def held_out_gap(emulator: Emulator, public: Ragged, lora: dict[str, torch.Tensor]) -> float:
-    pad = emulator.lm.backbone.tokenizer.pad_token_id or 0
-    ids, mask = public.pad(np.arange(len(public)), pad)
+    ids, mask = public.pad(np.arange(len(public)), emulator.lm.pad_id)
     with torch.no_grad():
         return float(gap_l2(emulator.lm.prefix(ids, mask), emulator.prefix(ids, mask, lora), mask))
 

@@ -96,11 +96,11 @@ class Aligner:
     def __init__(self, emulator: Emulator, public: Ragged, batch_size: int, lr: float, kd_weight: float) -> None:
         if len(public) == 0:
             raise ConfigError("fedbiot: the public alignment corpus is empty")
-        lm, pad = emulator.lm, emulator.lm.backbone.tokenizer.pad_token_id
+        lm = emulator.lm
         self.emulator, self.lr, self.kd_weight = emulator, lr, kd_weight
         self.batches: list[tuple[Tensor, Tensor, Tensor]] = []
         for start in range(0, len(public), batch_size):
-            ids, mask = public.pad(np.arange(start, min(start + batch_size, len(public))), pad or 0)
+            ids, mask = public.pad(np.arange(start, min(start + batch_size, len(public))), lm.pad_id)
             self.batches.append((ids, mask, lm.prefix(ids, mask)))
 
     def __call__(

@@ -92,7 +92,7 @@ class FrozenFeatures:
         """Hidden states entering ``L0`` for a batch, with mask: from ``source``, the cache, or the model."""
         if self.source is None and self.prefix is not None:
             return self.prefix.pad(indices)
-        ids, mask = self.tokens.pad(indices, pad_value=_pad_id(lm))
+        ids, mask = self.tokens.pad(indices, pad_value=lm.pad_id)
         return (lm.prefix if self.source is None else self.source)(ids, mask), mask
 
 
@@ -111,7 +111,7 @@ def compute_features(
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
             idx = order[start : start + batch_size]
-            ids, mask = tokens.pad(idx, pad_value=_pad_id(lm))
+            ids, mask = tokens.pad(idx, pad_value=lm.pad_id)
             hidden = lm.prefix(ids, mask)
             if need_prefix:
                 stored = hidden.cpu()
@@ -201,11 +201,6 @@ def _load(folder: Path, tokens: Ragged) -> FrozenFeatures:
         )
     embedding = torch.from_numpy(np.load(folder / "embedding.npy")) if meta["embedding"] else None
     return FrozenFeatures(tokens, prefix, embedding)
-
-
-def _pad_id(lm: AdaptedLM) -> int:
-    pad = lm.backbone.tokenizer.pad_token_id
-    return int(pad) if pad is not None else 0
 
 
 def _to_numpy(t: Tensor) -> np.ndarray:

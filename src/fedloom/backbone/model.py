@@ -33,6 +33,12 @@ class AdaptedLM:
         return self.backbone.hidden_size
 
     @property
+    def pad_id(self) -> int:
+        """The tokenizer's padding id (0 when it has none): what right-padded batches are filled with."""
+        pad = self.backbone.tokenizer.pad_token_id
+        return int(pad) if pad is not None else 0
+
+    @property
     def num_layers(self) -> int:
         return len(self.model.model.layers)
 

@@ -75,9 +75,8 @@ class FedBiOT(FedAvg):
         return {ALIGN_LOSS: float(after.scalars[ALIGN_LOSS])}
 
     def _align(self, server: Record, emulator: Mapping[str, Tensor], steps: int, tag: object) -> Record:
-        aligner = self._server_aligner()
-        lora = {k.removeprefix(EMULATOR): v for k, v in emulator.items()}
-        aligned, loss = aligner(lora, server.tensors, steps, self._generator("align", tag))
+        """``emulator``: its LoRA under the emulator's own keys; stored back under ``EMULATOR``."""
+        aligned, loss = self._server_aligner()(emulator, server.tensors, steps, self._generator("align", tag))
         tensors = {**server.tensors, **{EMULATOR + k: v for k, v in aligned.items()}}
         return Record(tensors, {**server.scalars, ALIGN_LOSS: loss if steps else server.scalars.get(ALIGN_LOSS, 0.0)})
 
@@ -91,8 +90,7 @@ class FedBiOT(FedAvg):
 
     # client half
     def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
-        adapter, emulator = _split(download.tensors)
-        lora = {k.removeprefix(EMULATOR): v for k, v in emulator.items()}
+        adapter, lora = _split(download.tensors)
         em = emulator_of(ctx.learner.lm, self.cfg.drop_ratio)
 
         @torch.no_grad()
@@ -107,6 +105,6 @@ class FedBiOT(FedAvg):
 
 
 def _split(tensors: Mapping[str, Tensor]) -> tuple[dict[str, Tensor], dict[str, Tensor]]:
-    """(adapter tensors, emulator tensors) of a server state or download."""
+    """(adapter tensors, emulator LoRA under its own keys) of a server state or download."""
     adapter = {k: v for k, v in tensors.items() if not k.startswith(EMULATOR)}
-    return adapter, {k: v for k, v in tensors.items() if k.startswith(EMULATOR)}
+    return adapter, {k.removeprefix(EMULATOR): v for k, v in tensors.items() if k.startswith(EMULATOR)}

@@ -278,13 +278,15 @@ def evaluate_run(run_dir: Path, overrides: list[str], progress: Progress | None 
     if training:
         raise ConfigError(f"{', '.join(training)}: only evaluation-time settings can change "
                           f"({', '.join(EVALUATION_SETTINGS)}); train a new run for the others")  # fmt: skip
-    checkpoint = RunDirectory(run_dir).checkpoints.load(restore_random_state=False)
+    rundir = RunDirectory(run_dir)
+    checkpoint = rundir.checkpoints.load(restore_random_state=False)
     if checkpoint is None:
         raise ConfigError(f"{run_dir} has no checkpoint to evaluate")
     ws = prepare_workspace(cfg, progress)
     if set(checkpoint.clients) != set(ws.learners):
         raise ConfigError(f"{run_dir}: the checkpoint holds no client states (a deployment keeps them on its nodes)")
-    algorithm = build_algorithm(cfg.method, cfg.build_context(ws.lm.layout.slot(), ws.lm))
+    # built as a client builds it: evaluation needs no server-side model work (FedBiOT's alignment)
+    algorithm = build_algorithm(cfg.method, cfg.build_context(ws.lm.layout.slot()))
     runtime = InProcessRuntime(algorithm, ws.learners, cfg.federation, cfg.seed, progress)
     runtime.pool.start(ws.shared_init, checkpoint.clients)
     t0 = time.perf_counter()
@@ -299,7 +301,7 @@ def evaluate_run(run_dir: Path, overrides: list[str], progress: Progress | None 
     }
     name = "+".join(sorted(overrides)).replace("/", "_") or "as-trained"
     (run_dir / "evaluations").mkdir(exist_ok=True)
-    RunDirectory(run_dir).write_json(f"evaluations/{name}.json", result)
+    rundir.write_json(f"evaluations/{name}.json", result)
     return result
 
 

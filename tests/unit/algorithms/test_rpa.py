@@ -73,6 +73,20 @@ def test_mirror_descent_stays_on_the_simplex_and_positive(route, seed, step):
     assert 0.0 <= route_entropy(new) <= 1.0 + 1e-9
 
 
+@settings(max_examples=100, deadline=None)
+@given(route=simplex)
+def test_route_entropy_of_a_wire_rounded_route_stays_in_unit_interval(route):
+    wired = route.to(torch.bfloat16).float()  # what the server's diagnostics receive
+    assert 0.0 <= route_entropy(wired) <= 1.0 + 1e-12
+    assert route_entropy(wired) == pytest.approx(route_entropy(route), abs=1e-2)
+
+
+def test_route_entropy_is_one_for_uniform_and_zero_for_one_hot():
+    assert route_entropy(torch.full((4,), 0.25)) == pytest.approx(1.0)
+    assert route_entropy(torch.tensor([1.0, 0.0, 0.0])) == pytest.approx(0.0, abs=1e-12)
+    assert route_entropy(torch.tensor([0.2495, 0.2495, 0.2520, 0.2520])) <= 1.0  # sums to 1.003, as bf16 can
+
+
 def test_alignment_scores_are_cosines():
     g = torch.tensor([1.0, 0.0])
     v = torch.tensor([[2.0, 0.0], [0.0, 3.0], [-1.0, -1.0]])

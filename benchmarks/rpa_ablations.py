@@ -1,0 +1,86 @@
+"""RPA's ablation table on a financial dataset (issue 5; seed 000 Tables 6 and 14) from finished runs.
+
+    python benchmarks/rpa_ablations.py runs/acl18-ablations --reference runs/acl18
+
+Reads ``ABLATIONS/seed<k>/<name>/`` (``fedloom run --method rpa --set methods.rpa.<switch>=...``) and
+the default ``rpa`` of ``REFERENCE/seed<k>/rpa``, and prints per row: the switches that differ from the
+default run, the test metrics at the round chosen on validation, and the routing diagnostics of the
+last round (mean normalized route entropy, collapse rate, load imbalance, mean client route change,
+mean residual strength ρ) that explain them, plus bytes per client-round. Not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import yaml
+
+from quality_table import TABLES, cell, load
+
+
+def switches(run_dir: Path, default_dir: Path) -> str:
+    """The config entries of ``run_dir`` that differ from the default run's (dotted keys)."""
+
+    def flat(tree: dict, prefix: str = "") -> dict[str, object]:
+        out: dict[str, object] = {}
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                out.update(flat(value, f"{prefix}{key}."))
+            else:
+                out[f"{prefix}{key}"] = value
+        return out
+
+    mine, base = (flat(yaml.safe_load((d / "config.yaml").read_text())) for d in (run_dir, default_dir))
+    return ", ".join(f"{k}={v}" for k, v in sorted(mine.items()) if base.get(k) != v and k != "out") or "—"
+
+
+def last_round(run_dir: Path) -> dict[str, float]:
+    """Routing diagnostics of the final round: server-side (routes received) and client means."""
+    row = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
+    diag, train = row["diagnostics"], row["train"].values()
+    return {
+        "entropy": diag.get("route_entropy", float("nan")),
+        "collapse": diag.get("collapse_rate", float("nan")),
+        "imbalance": diag.get("load_imbalance", float("nan")),
+        "change": float(np.mean([t.get("route_change", 0.0) for t in train])),
+        "rho": float(np.mean([t.get("residual_strength", float("nan")) for t in train])),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("ablations", type=Path, nargs="?", default=Path("runs/acl18-ablations"))
+    parser.add_argument("--reference", type=Path, default=Path("runs/acl18"), help="holds seed<k>/rpa")
+    args = parser.parse_args()
+    rows = load(args.ablations)
+    seeds = sorted({s for by_seed in rows.values() for s in by_seed})
+    default = load(args.reference, set(seeds)).get("rpa", {})
+    if not rows or not default:
+        raise SystemExit(f"need {args.ablations}/seed<k>/<name>/ and {args.reference}/seed<k>/rpa/ for the same k")
+    table = TABLES[next(iter(default.values()))["dataset"]]
+    metrics = "".join(f" {title} |" for _, title in table.columns)
+    diagnostics = " route entropy | collapse | load imbalance | route change | ρ | KB down / up |"
+    print(f"| ablation | switches |{metrics}{diagnostics}")
+    print("|---|---|" + "---|" * (len(table.columns) + 6))
+    for name, by_seed in [("rpa (default)", default), *sorted(rows.items())]:
+        dirs = [Path(s["run_dir"]) for s in by_seed.values()]
+        cells = [
+            cell([s["metrics"][f"personal/test/{m}/macro"] for s in by_seed.values()], 5 if m in ("mse", "mae") else 3)
+            for m, _ in table.columns
+        ]
+        diag = [last_round(d) for d in dirs]
+        cells += [cell([x[k] for x in diag]) for k in ("entropy", "collapse", "imbalance")]
+        cells += [f"{np.mean([x['change'] for x in diag]):.2g}", cell([x["rho"] for x in diag])]
+        s0 = next(iter(by_seed.values()))
+        per = s0["rounds"] * len(s0["per_client"])
+        comm = s0["communication"]
+        kb = f"{comm['download_bytes'] / per / 1e3:.0f} / {comm['upload_bytes'] / per / 1e3:.0f}"
+        label = "—" if name == "rpa (default)" else switches(dirs[0], Path(default[seeds[0]]["run_dir"]))
+        print(f"| {name} | {label} | {' | '.join(cells)} | {kb} |")
+
+
+if __name__ == "__main__":
+    main()

@@ -34,7 +34,12 @@ def switches(run_dir: Path, default_dir: Path) -> str:
         return out
 
     mine, base = (flat(yaml.safe_load((d / "config.yaml").read_text())) for d in (run_dir, default_dir))
-    return ", ".join(f"{k}={v}" for k, v in sorted(mine.items()) if base.get(k) != v and k != "out") or "—"
+    own = f"methods.{mine['method']}."  # other methods' sections may postdate the default run
+
+    def differs(key: str, value: object) -> bool:
+        return (key in base or key.startswith(own)) and base.get(key) != value and key != "out"
+
+    return ", ".join(f"{k}={v}" for k, v in sorted(mine.items()) if differs(k, v)) or "—"
 
 
 def last_round(run_dir: Path) -> dict[str, float]:

@@ -64,6 +64,22 @@ def cell(values: list[float], digits: int = 3) -> str:
     return f"{values[0]:.{digits}f}"
 
 
+def test_values(by_seed: dict[int, dict], metric: str) -> list[float]:
+    """The personalized macro test ``metric`` at the validation-chosen round, one value per seed."""
+    return [s["metrics"][f"personal/test/{metric}/macro"] for s in by_seed.values()]
+
+
+def test_cell(by_seed: dict[int, dict], metric: str) -> str:
+    return cell(test_values(by_seed, metric), 5 if metric in ("mse", "mae") else 3)
+
+
+def kilobytes(summary: dict) -> str:
+    """Download / upload KB per client per round, from a run's communication totals."""
+    per = summary["rounds"] * len(summary["per_client"])
+    comm = summary["communication"]
+    return f"{comm['download_bytes'] / per / 1e3:.0f} / {comm['upload_bytes'] / per / 1e3:.0f}"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("runs", type=Path, nargs="?", default=Path("runs/acl18"))
@@ -79,18 +95,11 @@ def main() -> None:
     print("|---|---|" + "---|" * len(columns) + "---|")
     primary = {}
     for method, by_seed in sorted(runs.items()):
-        cells = []
-        for metric, _ in table.columns:
-            values = [s["metrics"][f"personal/test/{metric}/macro"] for s in by_seed.values()]
-            cells.append(cell(values, 5 if metric in ("mse", "mae") else 3))
-            if metric == table.primary:
-                primary[method] = float(np.mean(values))
+        cells = [test_cell(by_seed, metric) for metric, _ in table.columns]
+        primary[method] = float(np.mean(test_values(by_seed, table.primary)))
         if table.portfolio:
             cells += [cell([s["portfolio"][key] for s in by_seed.values()]) for key, _ in PORTFOLIO]
-        s0 = next(iter(by_seed.values()))
-        per = s0["rounds"] * len(s0["per_client"])
-        comm = s0["communication"]
-        kb = f"{comm['download_bytes'] / per / 1e3:.0f} / {comm['upload_bytes'] / per / 1e3:.0f}"
+        kb = kilobytes(next(iter(by_seed.values())))
         print(f"| {method} | {','.join(map(str, sorted(by_seed)))} | {' | '.join(cells)} | {kb} |")
     baselines = {m: v for m, v in primary.items() if m != "rpa"}
     if "rpa" not in runs or not baselines:

@@ -16,30 +16,16 @@ import json
 from pathlib import Path
 
 import numpy as np
-import yaml
 
-from quality_table import TABLES, cell, load
+from fedloom.experiments.config import load_config, settings
+from quality_table import TABLES, cell, kilobytes, load, test_cell
 
 
 def switches(run_dir: Path, default_dir: Path) -> str:
-    """The config entries of ``run_dir`` that differ from the default run's (dotted keys)."""
-
-    def flat(tree: dict, prefix: str = "") -> dict[str, object]:
-        out: dict[str, object] = {}
-        for key, value in tree.items():
-            if isinstance(value, dict):
-                out.update(flat(value, f"{prefix}{key}."))
-            else:
-                out[f"{prefix}{key}"] = value
-        return out
-
-    mine, base = (flat(yaml.safe_load((d / "config.yaml").read_text())) for d in (run_dir, default_dir))
-    own = f"methods.{mine['method']}."  # other methods' sections may postdate the default run
-
-    def differs(key: str, value: object) -> bool:
-        return (key in base or key.startswith(own)) and base.get(key) != value and key != "out"
-
-    return ", ".join(f"{k}={v}" for k, v in sorted(mine.items()) if differs(k, v)) or "—"
+    """The settings of ``run_dir`` that differ from the default run's (dotted keys, JSON values); both
+    configs pass through the current schema, so sections added after the default run compare equal."""
+    mine, base = (settings(load_config(d / "config.yaml")) for d in (run_dir, default_dir))
+    return ", ".join(f"{k}={v}" for k, v in sorted(mine.items()) if base[k] != v) or "—"
 
 
 def last_round(run_dir: Path) -> dict[str, float]:
@@ -72,17 +58,11 @@ def main() -> None:
     print("|---|---|" + "---|" * (len(table.columns) + 6))
     for name, by_seed in [("rpa (default)", default), *sorted(rows.items())]:
         dirs = [Path(s["run_dir"]) for s in by_seed.values()]
-        cells = [
-            cell([s["metrics"][f"personal/test/{m}/macro"] for s in by_seed.values()], 5 if m in ("mse", "mae") else 3)
-            for m, _ in table.columns
-        ]
+        cells = [test_cell(by_seed, metric) for metric, _ in table.columns]
         diag = [last_round(d) for d in dirs]
         cells += [cell([x[k] for x in diag]) for k in ("entropy", "collapse", "imbalance")]
         cells += [f"{np.mean([x['change'] for x in diag]):.2g}", cell([x["rho"] for x in diag])]
-        s0 = next(iter(by_seed.values()))
-        per = s0["rounds"] * len(s0["per_client"])
-        comm = s0["communication"]
-        kb = f"{comm['download_bytes'] / per / 1e3:.0f} / {comm['upload_bytes'] / per / 1e3:.0f}"
+        kb = kilobytes(next(iter(by_seed.values())))
         label = "—" if name == "rpa (default)" else switches(dirs[0], Path(default[seeds[0]]["run_dir"]))
         print(f"| {name} | {label} | {' | '.join(cells)} | {kb} |")
 

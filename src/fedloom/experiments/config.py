@@ -7,6 +7,7 @@ its leaf name (``fraction``).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any, Literal
 
@@ -223,6 +224,21 @@ def _describe(exc: ValidationError, path: Path | None) -> str:
             msg = "no such config key"
         problems.append(f"{loc}: {msg}")
     return f"{source}invalid config: " + "; ".join(problems)
+
+
+def settings(cfg: RunConfig) -> dict[str, str]:
+    """Every leaf of a config as dotted key → JSON text: what two runs' configs are compared by."""
+
+    def flat(tree: dict[str, Any], prefix: str) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                out |= flat(value, f"{prefix}{key}.")
+            else:
+                out[f"{prefix}{key}"] = json.dumps(value, sort_keys=True)
+        return out
+
+    return flat(cfg.model_dump(mode="json"), "")
 
 
 def dump_config(cfg: RunConfig) -> str:

@@ -7,7 +7,6 @@ configuration but not on the method, so several methods run in one process on on
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import math
 import time
@@ -34,7 +33,7 @@ from fedloom.data.schema import SampleTable, TextTable
 from fedloom.data.splits import table_splits
 from fedloom.errors import ConfigError
 from fedloom.experiments.audit import alignment_quality, task_expert_routing
-from fedloom.experiments.config import RunConfig, dump_config, load_config
+from fedloom.experiments.config import RunConfig, dump_config, load_config, settings
 from fedloom.experiments.daily import daily_metrics, regime_breakdown, test_predictions
 from fedloom.experiments.plots import route_heatmap, task_expert_heatmap
 from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics
@@ -271,7 +270,7 @@ def evaluate_run(run_dir: Path, overrides: list[str], progress: Progress | None 
     the result is also written to ``RUN_DIR/evaluations/<overrides>.json``."""
     base = load_config(run_dir / "config.yaml")
     cfg = load_config(run_dir / "config.yaml", None, overrides)
-    now, then = _flat(cfg.model_dump(mode="json")), _flat(base.model_dump(mode="json"))
+    now, then = settings(cfg), settings(base)
     training = sorted(
         k for k in now.keys() | then.keys() if now.get(k) != then.get(k) and k not in EVALUATION_SETTINGS
     )
@@ -303,16 +302,6 @@ def evaluate_run(run_dir: Path, overrides: list[str], progress: Progress | None 
     (run_dir / "evaluations").mkdir(exist_ok=True)
     rundir.write_json(f"evaluations/{name}.json", result)
     return result
-
-
-def _flat(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
-    out: dict[str, str] = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out |= _flat(value, f"{prefix}{key}.")
-        else:
-            out[f"{prefix}{key}"] = json.dumps(value, sort_keys=True)
-    return out
 
 
 def config_digest(cfg: RunConfig) -> str:

@@ -4,10 +4,11 @@
 
 Reads ``RUNS/seed<k>/<method>/summary.json`` (written by ``fedloom run`` / ``compare`` with
 configs/<dataset>.yaml) and prints, per method: seeds found, the dataset's personalized test
-metrics at the round chosen on validation (mean ± std over seeds; CSI300 adds the TopkDropout
-portfolio of the final models), and bytes per client per round. Then a paired block bootstrap over
-trading weeks (seed 000, Table 5) of rpa against the baseline with the best mean primary metric, on
-the daily series of the final models, one line per seed.
+metrics at the round chosen on validation (mean ± std over seeds), the primary metric of the final
+models (after the last round; CSI300 adds their TopkDropout portfolio), and bytes per client per
+round. Then a paired block bootstrap over trading weeks (seed 000, Table 5) of rpa against the
+baseline whose final models have the best mean primary metric, on the daily series of the final
+models (daily.csv), one line per seed: the test compares the models the final column shows.
 """
 
 from __future__ import annotations
@@ -64,13 +65,14 @@ def cell(values: list[float], digits: int = 3) -> str:
     return f"{values[0]:.{digits}f}"
 
 
-def test_values(by_seed: dict[int, dict], metric: str) -> list[float]:
-    """The personalized macro test ``metric`` at the validation-chosen round, one value per seed."""
-    return [s["metrics"][f"personal/test/{metric}/macro"] for s in by_seed.values()]
+def test_values(by_seed: dict[int, dict], metric: str, models: str = "metrics") -> list[float]:
+    """The personalized macro test ``metric``, one value per seed, of the validation-chosen round's
+    models (``models="metrics"``) or of the final ones (``"final_metrics"``)."""
+    return [s[models][f"personal/test/{metric}/macro"] for s in by_seed.values()]
 
 
-def test_cell(by_seed: dict[int, dict], metric: str) -> str:
-    return cell(test_values(by_seed, metric), 5 if metric in ("mse", "mae") else 3)
+def test_cell(by_seed: dict[int, dict], metric: str, models: str = "metrics") -> str:
+    return cell(test_values(by_seed, metric, models), 5 if metric in ("mse", "mae") else 3)
 
 
 def kilobytes(summary: dict) -> str:
@@ -90,13 +92,15 @@ def main() -> None:
         raise SystemExit(f"no seed*/<method>/summary.json under {args.runs}")
     dataset = next(iter(next(iter(runs.values())).values()))["dataset"]
     table = TABLES[dataset]
-    columns = [title for _, title in table.columns] + ([t for _, t in PORTFOLIO] if table.portfolio else [])
+    final = f"{dict(table.columns)[table.primary]}, final models"
+    columns = [title for _, title in table.columns] + [final] + ([t for _, t in PORTFOLIO] if table.portfolio else [])
     print(f"| method | seeds | {' | '.join(columns)} | KB down / up per client-round |")
     print("|---|---|" + "---|" * len(columns) + "---|")
     primary = {}
     for method, by_seed in sorted(runs.items()):
         cells = [test_cell(by_seed, metric) for metric, _ in table.columns]
-        primary[method] = float(np.mean(test_values(by_seed, table.primary)))
+        cells.append(test_cell(by_seed, table.primary, "final_metrics"))
+        primary[method] = float(np.mean(test_values(by_seed, table.primary, "final_metrics")))
         if table.portfolio:
             cells += [cell([s["portfolio"][key] for s in by_seed.values()]) for key, _ in PORTFOLIO]
         kb = kilobytes(next(iter(by_seed.values())))
@@ -105,9 +109,10 @@ def main() -> None:
     if "rpa" not in runs or not baselines:
         return
     best = (max if table.higher else min)(baselines, key=baselines.get)
-    print(f"\nrpa − {best} (best baseline by mean test {table.primary}), daily {table.daily}, weeks resampled:")
+    print(f"\nrpa − {best} (best baseline by mean final-model test {table.primary}), "
+          f"daily {table.daily}, weeks resampled:")  # fmt: skip
     for seed in sorted(set(runs["rpa"]) & set(runs[best])):
-        daily = [pd.read_csv(Path(runs[m][seed]["run_dir"]) / "daily.csv", index_col="date", parse_dates=["date"])
+        daily = [pd.read_csv(args.runs / f"seed{seed}" / m / "daily.csv", index_col="date", parse_dates=["date"])
                  for m in ("rpa", best)]  # fmt: skip
         t = paired_block_bootstrap(daily[0][table.daily], daily[1][table.daily])
         print(

@@ -4,9 +4,10 @@
 
 Reads ``ABLATIONS/seed<k>/<name>/`` (``fedloom run --method rpa --set methods.rpa.<switch>=...``) and
 the default ``rpa`` of ``REFERENCE/seed<k>/rpa``, and prints per row: the switches that differ from the
-default run, the test metrics at the round chosen on validation, and the routing diagnostics of the
-last round (mean normalized route entropy, collapse rate, load imbalance, mean client route change,
-mean residual strength ρ) that explain them, plus bytes per client-round. Not a test.
+default run, the test metrics at the round chosen on validation and the primary one of the final
+models (after the last round), the routing diagnostics of the last round (mean normalized route
+entropy, collapse rate, load imbalance, mean client route change, mean residual strength ρ) that
+explain them, and bytes per client-round. Not a test.
 """
 
 from __future__ import annotations
@@ -52,18 +53,22 @@ def main() -> None:
     if not rows or not default:
         raise SystemExit(f"need {args.ablations}/seed<k>/<name>/ and {args.reference}/seed<k>/rpa/ for the same k")
     table = TABLES[next(iter(default.values()))["dataset"]]
-    metrics = "".join(f" {title} |" for _, title in table.columns)
+    final = f"{dict(table.columns)[table.primary]}, final models"
+    metrics = "".join(f" {title} |" for _, title in table.columns) + f" {final} |"
     diagnostics = " route entropy | collapse | load imbalance | route change | ρ | KB down / up |"
     print(f"| ablation | switches |{metrics}{diagnostics}")
-    print("|---|---|" + "---|" * (len(table.columns) + 6))
-    for name, by_seed in [("rpa (default)", default), *sorted(rows.items())]:
-        dirs = [Path(s["run_dir"]) for s in by_seed.values()]
+    print("|---|---|" + "---|" * (len(table.columns) + 7))
+    named = [("rpa (default)", args.reference, "rpa", default)]
+    named += [(name, args.ablations, name, by_seed) for name, by_seed in sorted(rows.items())]
+    for name, root, folder, by_seed in named:
+        dirs = [root / f"seed{s}" / folder for s in by_seed]
         cells = [test_cell(by_seed, metric) for metric, _ in table.columns]
+        cells.append(test_cell(by_seed, table.primary, "final_metrics"))
         diag = [last_round(d) for d in dirs]
         cells += [cell([x[k] for x in diag]) for k in ("entropy", "collapse", "imbalance")]
         cells += [f"{np.mean([x['change'] for x in diag]):.2g}", cell([x["rho"] for x in diag])]
         kb = kilobytes(next(iter(by_seed.values())))
-        label = "—" if name == "rpa (default)" else switches(dirs[0], Path(default[seeds[0]]["run_dir"]))
+        label = "—" if root == args.reference else switches(dirs[0], args.reference / f"seed{seeds[0]}" / "rpa")
         print(f"| {name} | {label} | {' | '.join(cells)} | {kb} |")
 
 

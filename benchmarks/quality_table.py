@@ -17,6 +17,7 @@ import argparse
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -34,6 +35,11 @@ class Table:
     higher: bool
     daily: str
     portfolio: bool = False
+
+    @property
+    def titles(self) -> list[str]:
+        """Titles of `test_cells`: the chosen-round columns, then the final models' primary metric."""
+        return [title for _, title in self.columns] + [f"{dict(self.columns)[self.primary]}, final models"]
 
 
 TABLES = {
@@ -65,14 +71,22 @@ def cell(values: list[float], digits: int = 3) -> str:
     return f"{values[0]:.{digits}f}"
 
 
-def test_values(by_seed: dict[int, dict], metric: str, models: str = "metrics") -> list[float]:
+Models = Literal["metrics", "final_metrics"]
+
+
+def test_values(by_seed: dict[int, dict], metric: str, models: Models = "metrics") -> list[float]:
     """The personalized macro test ``metric``, one value per seed, of the validation-chosen round's
     models (``models="metrics"``) or of the final ones (``"final_metrics"``)."""
     return [s[models][f"personal/test/{metric}/macro"] for s in by_seed.values()]
 
 
-def test_cell(by_seed: dict[int, dict], metric: str, models: str = "metrics") -> str:
+def test_cell(by_seed: dict[int, dict], metric: str, models: Models = "metrics") -> str:
     return cell(test_values(by_seed, metric, models), 5 if metric in ("mse", "mae") else 3)
+
+
+def test_cells(by_seed: dict[int, dict], table: Table) -> list[str]:
+    """One row's test cells under `Table.titles`."""
+    return [test_cell(by_seed, m) for m, _ in table.columns] + [test_cell(by_seed, table.primary, "final_metrics")]
 
 
 def kilobytes(summary: dict) -> str:
@@ -92,14 +106,12 @@ def main() -> None:
         raise SystemExit(f"no seed*/<method>/summary.json under {args.runs}")
     dataset = next(iter(next(iter(runs.values())).values()))["dataset"]
     table = TABLES[dataset]
-    final = f"{dict(table.columns)[table.primary]}, final models"
-    columns = [title for _, title in table.columns] + [final] + ([t for _, t in PORTFOLIO] if table.portfolio else [])
+    columns = table.titles + ([t for _, t in PORTFOLIO] if table.portfolio else [])
     print(f"| method | seeds | {' | '.join(columns)} | KB down / up per client-round |")
     print("|---|---|" + "---|" * len(columns) + "---|")
     primary = {}
     for method, by_seed in sorted(runs.items()):
-        cells = [test_cell(by_seed, metric) for metric, _ in table.columns]
-        cells.append(test_cell(by_seed, table.primary, "final_metrics"))
+        cells = test_cells(by_seed, table)
         primary[method] = float(np.mean(test_values(by_seed, table.primary, "final_metrics")))
         if table.portfolio:
             cells += [cell([s["portfolio"][key] for s in by_seed.values()]) for key, _ in PORTFOLIO]

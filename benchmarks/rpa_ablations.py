@@ -19,13 +19,13 @@ from pathlib import Path
 import numpy as np
 
 from fedloom.experiments.config import load_config, settings
-from quality_table import TABLES, cell, kilobytes, load, test_cell
+from quality_table import TABLES, cell, kilobytes, load, test_cells
 
 
-def switches(run_dir: Path, default_dir: Path) -> str:
-    """The settings of ``run_dir`` that differ from the default run's (dotted keys, JSON values); both
-    configs pass through the current schema, so sections added after the default run compare equal."""
-    mine, base = (settings(load_config(d / "config.yaml")) for d in (run_dir, default_dir))
+def switches(run_dir: Path, base: dict[str, str]) -> str:
+    """The settings of ``run_dir`` that differ from the default run's ``base`` (dotted keys, JSON values);
+    both configs pass through the current schema, so sections added after the default run compare equal."""
+    mine = settings(load_config(run_dir / "config.yaml"))
     return ", ".join(f"{k}={v}" for k, v in sorted(mine.items()) if base[k] != v) or "—"
 
 
@@ -53,22 +53,21 @@ def main() -> None:
     if not rows or not default:
         raise SystemExit(f"need {args.ablations}/seed<k>/<name>/ and {args.reference}/seed<k>/rpa/ for the same k")
     table = TABLES[next(iter(default.values()))["dataset"]]
-    final = f"{dict(table.columns)[table.primary]}, final models"
-    metrics = "".join(f" {title} |" for _, title in table.columns) + f" {final} |"
+    metrics = "".join(f" {title} |" for title in table.titles)
     diagnostics = " route entropy | collapse | load imbalance | route change | ρ | KB down / up |"
     print(f"| ablation | switches |{metrics}{diagnostics}")
-    print("|---|---|" + "---|" * (len(table.columns) + 7))
+    print("|---|---|" + "---|" * (len(table.titles) + 6))
+    base = settings(load_config(args.reference / f"seed{seeds[0]}" / "rpa" / "config.yaml"))
     named = [("rpa (default)", args.reference, "rpa", default)]
     named += [(name, args.ablations, name, by_seed) for name, by_seed in sorted(rows.items())]
     for name, root, folder, by_seed in named:
         dirs = [root / f"seed{s}" / folder for s in by_seed]
-        cells = [test_cell(by_seed, metric) for metric, _ in table.columns]
-        cells.append(test_cell(by_seed, table.primary, "final_metrics"))
+        cells = test_cells(by_seed, table)
         diag = [last_round(d) for d in dirs]
         cells += [cell([x[k] for x in diag]) for k in ("entropy", "collapse", "imbalance")]
         cells += [f"{np.mean([x['change'] for x in diag]):.2g}", cell([x["rho"] for x in diag])]
         kb = kilobytes(next(iter(by_seed.values())))
-        label = "—" if root == args.reference else switches(dirs[0], args.reference / f"seed{seeds[0]}" / "rpa")
+        label = "—" if root == args.reference else switches(dirs[0], base)
         print(f"| {name} | {label} | {' | '.join(cells)} | {kb} |")
 
 

@@ -6,7 +6,9 @@ Reads every ``RUNS/seed<k>/<group>/<name>/summary.json`` (configs/multitask.yaml
 baselines, ``moe`` for fedlease / fedweave, ``ablations`` for switched FedWeave / FedLEASE runs) and
 prints one row per run name: per-task test scores and teacher-forced losses with their macro
 averages (mean ± std over the seeds found), upload MB, and, for FedWeave runs, the alignment audit
-against the hidden task labels (local / global purity, NMI, ARI).
+against the hidden task labels (local / global purity, NMI, ARI). Re-evaluations of a run's checkpoint
+(``fedloom evaluate RUN --set ...``, in ``RUN/evaluations/<overrides>.json``) are rows of their own,
+named by run and overrides, without upload.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ def load(runs: Path) -> dict[str, dict[int, dict]]:
     for path in sorted(runs.glob("seed*/*/*/summary.json")):
         seed = int(path.parents[2].name.removeprefix("seed"))
         out.setdefault(path.parent.name, {})[seed] = json.loads(path.read_text())
+    for path in sorted(runs.glob("seed*/*/*/evaluations/*.json")):
+        seed = int(path.parents[3].name.removeprefix("seed"))
+        evaluation = json.loads(path.read_text())
+        name = f"{path.parents[1].name} @ {', '.join(evaluation['overrides'])}"
+        out.setdefault(name, {})[seed] = evaluation
     return out
 
 
@@ -49,7 +56,8 @@ def main() -> None:
         cells = [
             cell([s["metrics"][f"personal/test/{c}/macro"] for s in by_seed.values()]) for c in score_cols + loss_cols
         ]
-        cells.append(cell([s["communication"]["upload_bytes"] / 1e6 for s in by_seed.values()]))
+        uploads = [s["communication"]["upload_bytes"] / 1e6 for s in by_seed.values() if "communication" in s]
+        cells.append(cell(uploads) if uploads else "–")
         method = next(iter(by_seed.values()))["method"]
         print(f"| {name} | {method} | {','.join(map(str, sorted(by_seed)))} | {' | '.join(cells)} |")
     audited = {n: b for n, b in runs.items() if all("alignment" in s for s in b.values())}

@@ -7,7 +7,8 @@ the default ``rpa`` of ``REFERENCE/seed<k>/rpa``, and prints per row: the switch
 default run, the test metrics at the round chosen on validation and the primary one of the final
 models (after the last round), the routing diagnostics of the last round (mean normalized route
 entropy, collapse rate, load imbalance, mean client route change, mean residual strength ρ) that
-explain them, and bytes per client-round. Not a test.
+explain them, bytes per client-round, and on how many seeds the row's every personalized test metric
+(chosen round and final models) equals the default's exactly. Not a test.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ def switches(run_dir: Path, base: dict[str, str]) -> str:
     both configs pass through the current schema, so sections added after the default run compare equal."""
     mine = settings(load_config(run_dir / "config.yaml"))
     return ", ".join(f"{k}={v}" for k, v in sorted(mine.items()) if base[k] != v) or "—"
+
+
+def same_as(run: dict, default: dict) -> bool:
+    """Whether every personalized test metric of ``run`` (chosen round and final models) equals ``default``'s."""
+    return all(
+        run[models][k] == v
+        for models in ("metrics", "final_metrics")
+        for k, v in default[models].items()
+        if k.startswith("personal/test/")
+    )
 
 
 def last_round(run_dir: Path) -> dict[str, float]:
@@ -54,9 +65,9 @@ def main() -> None:
         raise SystemExit(f"need {args.ablations}/seed<k>/<name>/ and {args.reference}/seed<k>/rpa/ for the same k")
     table = TABLES[next(iter(default.values()))["dataset"]]
     metrics = "".join(f" {title} |" for title in table.titles)
-    diagnostics = " route entropy | collapse | load imbalance | route change | ρ | KB down / up |"
+    diagnostics = " route entropy | collapse | load imbalance | route change | ρ | KB down / up | seeds = default |"
     print(f"| ablation | switches |{metrics}{diagnostics}")
-    print("|---|---|" + "---|" * (len(table.titles) + 6))
+    print("|---|---|" + "---|" * (len(table.titles) + 7))
     base = settings(load_config(args.reference / f"seed{seeds[0]}" / "rpa" / "config.yaml"))
     named = [("rpa (default)", args.reference, "rpa", default)]
     named += [(name, args.ablations, name, by_seed) for name, by_seed in sorted(rows.items())]
@@ -68,7 +79,8 @@ def main() -> None:
         cells += [f"{np.mean([x['change'] for x in diag]):.2g}", cell([x["rho"] for x in diag])]
         kb = kilobytes(next(iter(by_seed.values())))
         label = "—" if root == args.reference else switches(dirs[0], base)
-        print(f"| {name} | {label} | {' | '.join(cells)} | {kb} |")
+        same = sum(same_as(run, default[s]) for s, run in by_seed.items() if s in default)
+        print(f"| {name} | {label} | {' | '.join(cells)} | {kb} | {same}/{len(by_seed)} |")
 
 
 if __name__ == "__main__":

@@ -67,7 +67,7 @@ def main() -> None:
     metrics = "".join(f" {title} |" for title in table.titles)
     diagnostics = " route entropy | collapse | load imbalance | route change | ρ | KB down / up | seeds = default |"
     print(f"| ablation | switches |{metrics}{diagnostics}")
-    print("|---|---|" + "---|" * (len(table.titles) + 7))
+    print("|---|---|" + "---|" * (len(table.titles) + diagnostics.count("|")))
     base = settings(load_config(args.reference / f"seed{seeds[0]}" / "rpa" / "config.yaml"))
     named = [("rpa (default)", args.reference, "rpa", default)]
     named += [(name, args.ablations, name, by_seed) for name, by_seed in sorted(rows.items())]

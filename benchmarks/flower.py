@@ -38,7 +38,7 @@ import fedloom.runtime.flower.clientapp  # noqa: F401 - what the ClientApp proce
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.experiments.config import load_config
 from fedloom.experiments.runner import prepare_workspace
-from fedloom.runtime.seeding import generator
+from fedloom.seeding import generator
 from fedloom.runtime.simulation import client_round
 t1 = time.perf_counter()
 cfg = load_config(sys.argv[1], {"method": "fedavg"})

@@ -28,7 +28,7 @@ from fedloom.algorithms.fedavg import FedAvg
 from fedloom.backbone.emulator import Aligner, emulator_of
 from fedloom.backbone.layout import TensorLayout
 from fedloom.errors import ConfigError
-from fedloom.runtime.seeding import derive_seed
+from fedloom.seeding import derive_seed
 
 EMULATOR = "emulator/"
 ALIGN_LOSS = "align_loss"

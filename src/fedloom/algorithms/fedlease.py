@@ -45,7 +45,7 @@ from fedloom.algorithms.fedweave.algorithm import rename_slot, slot
 from fedloom.algorithms.fedweave.alignment import align, signature_distances, weighted_mean
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import DEFAULT_SLOT
-from fedloom.runtime.seeding import derive_seed
+from fedloom.seeding import derive_seed
 from fedloom.tasks.learner import HEAD_PREFIX, Learner, Mixture
 
 ROUTER = "router.weight"

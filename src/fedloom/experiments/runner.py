@@ -39,6 +39,7 @@ from fedloom.experiments.plots import route_heatmap, task_expert_heatmap
 from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics
 from fedloom.experiments.report import client_table, fmt, markdown, method_table
 from fedloom.experiments.rundir import RunDirectory
+from fedloom.metrics.federated import higher_is_better
 from fedloom.metrics.heterogeneity import heterogeneity_scores
 from fedloom.metrics.significance import paired_block_bootstrap
 from fedloom.progress import Progress, SilentProgress
@@ -46,12 +47,11 @@ from fedloom.runtime.rounds import (
     RoundRecord,
     Runtime,
     SimulationResult,
-    higher_is_better,
     mean_train_loss,
     summarize,
 )
-from fedloom.runtime.seeding import generator
 from fedloom.runtime.simulation import InProcessRuntime
+from fedloom.seeding import generator
 from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.learner import Learner
 from fedloom.tasks.registry import make_task

@@ -6,6 +6,13 @@ from collections.abc import Mapping
 
 import numpy as np
 
+LOWER_IS_BETTER = ("mse", "mae", "loss")  # every other metric (IC, accuracy, MCC, score...) is higher-better
+
+
+def higher_is_better(metric: str) -> bool:
+    """Direction of a metric name, also for per-task names such as ``gsm8k/loss``."""
+    return metric.rsplit("/", 1)[-1] not in LOWER_IS_BETTER
+
 
 def macro_mean(values: Mapping[str, float]) -> float:
     """Unweighted mean over clients (NaN values skipped)."""

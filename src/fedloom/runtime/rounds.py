@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.algorithms.base import Algorithm, Record
 from fedloom.errors import ConfigError, UploadError
-from fedloom.metrics.federated import macro_mean, weighted_mean, worst_quartile_mean
+from fedloom.metrics.federated import higher_is_better, macro_mean, weighted_mean, worst_quartile_mean
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
 from fedloom.runtime.communication import bytes_by_group, transmit, wire_dtype
@@ -27,14 +27,8 @@ from fedloom.runtime.sampling import select_clients
 from fedloom.runtime.secure import SecureAggregationConfig, masked_bytes
 from fedloom.runtime.validation import validate_upload
 
-LOWER_IS_BETTER = ("mse", "mae", "loss")  # every other metric (IC, accuracy, MCC, score...) is higher-better
 EVAL_SPLITS = ("val", "test")
 Evaluation = dict[str, dict[str, dict[str, dict[str, float]]]]  # mode → split → client → metric → value
-
-
-def higher_is_better(metric: str) -> bool:
-    """Direction of a metric name, also for per-task names such as ``gsm8k/loss``."""
-    return metric.rsplit("/", 1)[-1] not in LOWER_IS_BETTER
 
 
 class FederationConfig(BaseModel):

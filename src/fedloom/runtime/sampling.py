@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from fedloom.runtime.seeding import derive_seed
+from fedloom.seeding import derive_seed
 
 
 def sample_clients(clients: Sequence[str], fraction: float, round: int, seed: int) -> list[str]:

@@ -24,7 +24,7 @@ from fedloom.runtime.rounds import (
     empty_evaluation,
 )
 from fedloom.runtime.secure import SecureAggregationConfig, clipped, weighted_mean
-from fedloom.runtime.seeding import derive_seed, generator
+from fedloom.seeding import derive_seed, generator
 from fedloom.tasks.learner import Learner
 
 

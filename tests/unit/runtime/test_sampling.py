@@ -7,7 +7,7 @@ import random
 import numpy as np
 
 from fedloom.runtime.sampling import sample_clients
-from fedloom.runtime.seeding import derive_seed
+from fedloom.seeding import derive_seed
 
 CLIENTS = [f"c{i}" for i in range(10)]
 

@@ -46,7 +46,7 @@ from fedloom.algorithms.fedweave.router import ROUTER, init_router, route
 from fedloom.algorithms.fedweave.schedule import allocate_steps, interleave
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import DEFAULT_SLOT
-from fedloom.runtime.seeding import derive_seed
+from fedloom.seeding import derive_seed
 from fedloom.tasks.learner import HEAD_PREFIX, Learner, Mixture, ParamGroup
 
 STAGE, DISCOVER, TRAIN = "stage", "discover", "train"

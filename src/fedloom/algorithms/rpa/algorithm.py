@@ -80,7 +80,7 @@ from fedloom.algorithms.rpa.routing import (
 )
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import lora_a_key
-from fedloom.runtime.seeding import derive_seed
+from fedloom.seeding import derive_seed
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 PROTOTYPES, ACCUMULATORS, SIGNATURES = "prototypes", "accumulators", "signatures"

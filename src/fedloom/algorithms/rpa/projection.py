@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from fedloom.runtime.seeding import derive_seed
+from fedloom.seeding import derive_seed
 
 ProjectionKind = Literal["rademacher", "gaussian", "srht", "full", "learned"]
 BLOCK = 16384

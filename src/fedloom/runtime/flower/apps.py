@@ -46,8 +46,8 @@ from fedloom.runtime.rounds import (
     SecureRound,
     empty_evaluation,
 )
-from fedloom.runtime.seeding import generator
 from fedloom.runtime.simulation import client_round, evaluate_client
+from fedloom.seeding import generator
 
 RUN = "run"  # ConfigRecord of every message: round, the run's configuration (YAML) and its key
 DOWNLOAD, SERVER = "download", "server"

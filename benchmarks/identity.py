@@ -21,7 +21,7 @@ TINY = [
     "backbone=tiny-random-llama", "rounds=2", "train.steps=2", "train.batch_size=4", "data.synthetic.sectors=3",
     "data.synthetic.stocks_per_sector=3", "data.synthetic.days=15", "data.feature_cache=false",
     "adapter.layers=2", "adapter.rank=4", "adapter.alpha=8", "federation.fraction=0.67",
-    "methods.fedweave.router_hidden=16", "methods.fedlease.router_hidden=16",
+    "methods.fedweave.router_hidden=16",
 ]  # fmt: skip
 TEXT = [
     "dataset=multitask", f"data.data_dir={SHARED_DATA}", "data.text.train_size=12", "data.text.val_size=2",

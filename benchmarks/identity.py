@@ -12,19 +12,20 @@ communication, alignment, portfolio...) matches exactly once wall-clock fields a
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+SHARED_DATA = Path(os.environ.get("FEDLOOM_DATA_DIR") or Path(__file__).resolve().parents[2] / "shared" / "data")
 TINY = [
     "backbone=tiny-random-llama", "rounds=2", "train.steps=2", "train.batch_size=4", "data.synthetic.sectors=3",
     "data.synthetic.stocks_per_sector=3", "data.synthetic.days=15", "data.feature_cache=false",
     "adapter.layers=2", "adapter.rank=4", "adapter.alpha=8", "federation.fraction=0.67",
-    "methods.fedweave.router_hidden=16",
+    "methods.fedweave.router_hidden=16", f"data.data_dir={SHARED_DATA}",
 ]  # fmt: skip
 TEXT = [
-    "dataset=multitask", f"data.data_dir={SHARED_DATA}", "data.text.train_size=12", "data.text.val_size=2",
+    "dataset=multitask", "data.text.train_size=12", "data.text.val_size=2",
     "data.text.test_size=3", "data.num_clients=3", "prompt.max_tokens=40",
     "generation.max_new_tokens={gsm8k: 2, arc_challenge: 2, tweeteval: 2, jfleg: 2}",
 ]  # fmt: skip

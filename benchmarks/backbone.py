@@ -73,7 +73,7 @@ RSS_CHILD = r"""
 import sys, numpy as np, torch
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.data.schema import ClientData
-from fedloom.experiments.runner import prepare_workspace
+from fedloom.experiments.workspace import prepare_workspace
 from fedloom.runtime.rounds import FederationConfig
 from fedloom.runtime.simulation import InProcessRuntime
 from fedloom.experiments.config import load_config

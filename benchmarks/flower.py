@@ -34,10 +34,10 @@ CHILD = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import torch
-import fedloom.runtime.flower.clientapp  # noqa: F401 - what the ClientApp process imports
+import fedloom.apps.clientapp  # noqa: F401 - what the ClientApp process imports
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.experiments.config import load_config
-from fedloom.experiments.runner import prepare_workspace
+from fedloom.experiments.workspace import prepare_workspace
 from fedloom.seeding import generator
 from fedloom.runtime.simulation import client_round
 t1 = time.perf_counter()
@@ -45,7 +45,7 @@ cfg = load_config(sys.argv[1], {"method": "fedavg"})
 ws = prepare_workspace(cfg)
 t2 = time.perf_counter()
 cid = sorted(ws.learners)[0]
-algo = build_algorithm("fedavg", cfg.build_context(ws.lm.layout.slot()))
+algo = build_algorithm("fedavg", method_context(cfg, ws.lm.layout.slot()))
 server = algo.init_server(ws.shared_init, sorted(ws.learners))
 state = algo.init_client(ws.shared_init, ws.learners[cid], generator(cfg.seed, "init", cid))
 download = algo.configure(server, [cid], 1)[cid]
@@ -60,8 +60,9 @@ RELAY = r"""
 import json, sys, time
 t0 = time.perf_counter()
 import flwr.supernode.runtime.run_clientapp  # noqa: F401 - what flwr-clientapp imports
-from fedloom.runtime.flower.clientapp import relay
+from fedloom.apps.clientapp import relay
 from fedloom.runtime.flower.relay import decode
+from fedloom.experiments.methods import method_context
 t1 = time.perf_counter()
 content = decode(open(sys.argv[2], "rb").read())
 reply = relay(sys.argv[1], "train", content, {"partition-id": 0, "state-dir": sys.argv[3]})
@@ -78,15 +79,16 @@ def train_message(config: str, path: Path) -> None:
 
     from fedloom.algorithms.registry import build_algorithm
     from fedloom.experiments.config import dump_config, load_config
-    from fedloom.experiments.runner import prepare_workspace
-    from fedloom.runtime.flower.apps import DOWNLOAD, RUN
+    from fedloom.experiments.methods import method_context
+    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runtime.flower.node import DOWNLOAD, RUN
     from fedloom.runtime.flower.records import to_recorddict
     from fedloom.runtime.flower.relay import encode
 
     cfg = load_config(config, {"method": "fedavg"})
     ws = prepare_workspace(cfg)
     ids = sorted(ws.learners)
-    algo = build_algorithm("fedavg", cfg.build_context(ws.lm.layout.slot()))
+    algo = build_algorithm("fedavg", method_context(cfg, ws.lm.layout.slot()))
     download = algo.configure(algo.init_server(ws.shared_init, ids), ids[:1], 1)[ids[0]]
     content = to_recorddict(download, torch.bfloat16, DOWNLOAD)
     content[RUN] = ConfigRecord({"round": 1, "config": dump_config(cfg), "run_key": "bench"})

@@ -13,7 +13,7 @@ import torch
 from sklearn.linear_model import RidgeCV
 
 from fedloom.experiments.config import load_config
-from fedloom.experiments.runner import prepare_workspace
+from fedloom.experiments.workspace import prepare_workspace
 from fedloom.metrics.cross_section import daily_ic
 
 

@@ -24,7 +24,8 @@ from fedloom.algorithms.base import LocalContext
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.algorithms.rpa.projection import BLOCK, project
 from fedloom.experiments.config import load_config
-from fedloom.experiments.runner import prepare_workspace
+from fedloom.experiments.methods import method_context
+from fedloom.experiments.workspace import prepare_workspace
 
 D_SMOLLM2 = 460_800  # LoRA r=8 on q_proj and v_proj of all 30 layers
 
@@ -62,7 +63,7 @@ def main() -> None:
                       ["adapter.layers=all", "train.steps=3", "data.synthetic.days=10"])  # fmt: skip
     ws = prepare_workspace(cfg)
     layout = ws.lm.layout.slot()
-    algo = build_algorithm("rpa", cfg.build_context(layout))
+    algo = build_algorithm("rpa", method_context(cfg, layout))
     server = algo.init_server(ws.shared_init, list(ws.learners))
     cid, learner = next(iter(ws.learners.items()))
     download = algo.configure(server, [cid], 1)[cid]

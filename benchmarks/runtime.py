@@ -24,9 +24,10 @@ import json, sys, numpy as np
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.data.schema import ClientData
 from fedloom.experiments.config import load_config
-from fedloom.experiments.runner import prepare_workspace
+from fedloom.experiments.workspace import prepare_workspace
 from fedloom.runtime.simulation import InProcessRuntime
 from fedloom.tasks.learner import Learner
+from fedloom.experiments.methods import method_context
 method, k, rounds, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 cfg = load_config("configs/default.yaml", {"method": method}, [f"train.steps={steps}", "federation.eval_every=100"])
 ws = prepare_workspace(cfg)
@@ -36,7 +37,7 @@ perm = {s: np.random.default_rng(0).permutation(r) for s, r in rows.items()}
 clients = [ClientData(f"c{i:03d}", *(np.sort(np.array_split(perm[s], k)[i]) for s in ("train", "val", "test")))
            for i in range(k)]
 learners = {c.client_id: Learner(ws.lm, one.features, ws.table.targets, ws.table.dates, c, 16) for c in clients}
-algo = build_algorithm(method, cfg.build_context(ws.lm.layout.slot()))
+algo = build_algorithm(method, method_context(cfg, ws.lm.layout.slot()))
 hist = InProcessRuntime(algo, learners, cfg.federation, 0).run(ws.shared_init, rounds).history
 hwm = int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1])
 print(json.dumps({"seconds": [{k: v for k, v in r.seconds.items() if k != "evaluate"} for r in hist],

@@ -21,7 +21,7 @@ from fedloom.backbone.loading import smollm2_tokenizer
 from fedloom.data.prompts import tokenize_prompts
 from fedloom.data.registry import load_dataset
 from fedloom.experiments.config import load_config
-from fedloom.experiments.runner import token_key
+from fedloom.experiments.workspace import token_key
 
 
 def main() -> None:

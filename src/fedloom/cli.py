@@ -101,7 +101,8 @@ def run(
     from fedloom.errors import ConfigError
     from fedloom.experiments.config import load_config
     from fedloom.experiments.report import client_table
-    from fedloom.experiments.runner import prepare_workspace, run_method
+    from fedloom.experiments.run import run_method
+    from fedloom.experiments.workspace import prepare_workspace
 
     flags = {"method": method, "dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
     if resume is not None:
@@ -133,9 +134,10 @@ def compare(
 ) -> None:
     """Run several methods on one shared workspace (backbone and frozen features computed once)."""
     from fedloom.experiments.config import load_config
-    from fedloom.experiments.report import method_table
+    from fedloom.experiments.report import comparison_report, method_table
+    from fedloom.experiments.run import run_method
     from fedloom.experiments.rundir import atomic_write
-    from fedloom.experiments.runner import comparison_report, prepare_workspace, run_method
+    from fedloom.experiments.workspace import prepare_workspace
 
     names = [m.strip() for m in methods.split(",") if m.strip()]
     flags = {"dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
@@ -159,7 +161,8 @@ def evaluate(
     """Evaluate a finished run's last checkpoint again with evaluation-time settings changed
     (e.g. --set methods.fedweave.inference=soft), without training again."""
     from fedloom.errors import ConfigError
-    from fedloom.experiments.runner import EVALUATION_SETTINGS, evaluate_run
+    from fedloom.experiments.config import load_config
+    from fedloom.experiments.evaluate import evaluate_run, evaluation_settings
 
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir}: no config.yaml there; is it a fedloom run directory?")
@@ -170,7 +173,8 @@ def evaluate(
         for k, v in result["metrics"].items()
         if k.startswith("personal/test/") and k.endswith("/macro")
     ]
-    label = ", ".join(result["overrides"]) or f"as trained (settings: {', '.join(EVALUATION_SETTINGS)})"
+    settings = evaluation_settings(load_config(run_dir / "config.yaml"))
+    label = ", ".join(result["overrides"]) or f"as trained (settings: {', '.join(settings)})"
     _print_table(["metric", "value"], rows, f"{result['method']}, round {result['round']}: {label}")
     console.print(f"written to {run_dir / 'evaluations'}")
 
@@ -192,11 +196,11 @@ def flower_sim(
 
     from flwr.simulation import run_simulation
 
+    from fedloom.apps.clientapp import make_client_app
+    from fedloom.apps.serverapp import make_server_app
     from fedloom.experiments.config import load_config
     from fedloom.experiments.report import client_table
-    from fedloom.experiments.runner import prepare_workspace
-    from fedloom.runtime.flower.apps import make_server_app
-    from fedloom.runtime.flower.clientapp import make_client_app
+    from fedloom.experiments.workspace import prepare_workspace
 
     flags = {"method": method, "dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
     cfg = load_config(config, flags, set_)
@@ -226,6 +230,7 @@ def node_worker(
     """Keep a SuperNode's backbone and caches loaded: its ClientApps relay their messages here."""
     import signal
 
+    from fedloom.apps.node import answer
     from fedloom.runtime.flower.worker import NodeWorker
 
     def stop(*_: object) -> None:
@@ -233,7 +238,7 @@ def node_worker(
 
     signal.signal(signal.SIGTERM, stop)  # leave through NodeWorker.__exit__: the socket file goes too
     logging.getLogger("fedloom").setLevel(logging.INFO)  # one line per answered message
-    with NodeWorker(socket) as worker:
+    with NodeWorker(socket, answer) as worker:
         console.print(f"fedloom node worker on {socket} (Ctrl-C or SIGTERM to stop)")
         with suppress(KeyboardInterrupt):
             worker.serve_forever()

@@ -19,7 +19,8 @@ def assert_same_run(
     """Run ``cfg`` in process and via ``on_flower(workspace, out)``; assert the same sampled clients,
     upload bytes, final adapters (within ``atol``) and metrics (within ``rel``). Returns the Flower
     run's summary."""
-    from fedloom.experiments.runner import prepare_workspace, run_method
+    from fedloom.experiments.run import run_method
+    from fedloom.experiments.workspace import prepare_workspace
     from fedloom.runtime.checkpoint import CheckpointStore
 
     ws = prepare_workspace(cfg)

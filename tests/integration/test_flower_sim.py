@@ -43,8 +43,8 @@ def simulate(cfg, ws, out) -> None:
     """``cfg`` on Flower's simulation engine, one SuperNode per client."""
     from flwr.simulation import run_simulation
 
-    from fedloom.runtime.flower.apps import make_server_app
-    from fedloom.runtime.flower.clientapp import make_client_app
+    from fedloom.apps.clientapp import make_client_app
+    from fedloom.apps.serverapp import make_server_app
 
     run_simulation(
         server_app=make_server_app(cfg, len(ws.learners), out),
@@ -81,9 +81,10 @@ def test_a_wrong_shaped_upload_from_a_node_is_rejected_and_logged(tmp_path):
     from flwr.app import Array, Message
     from flwr.simulation import run_simulation
 
-    from fedloom.experiments.runner import prepare_workspace
-    from fedloom.runtime.flower.apps import DOWNLOAD, make_server_app
-    from fedloom.runtime.flower.clientapp import make_client_app
+    from fedloom.apps.clientapp import make_client_app
+    from fedloom.apps.serverapp import make_server_app
+    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runtime.flower.node import DOWNLOAD
 
     def corrupt(msg, context, call_next) -> Message:
         out = call_next(msg, context)

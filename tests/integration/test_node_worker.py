@@ -15,10 +15,12 @@ import torch
 from flwr.app import ConfigRecord, MessageType, RecordDict
 
 from fedloom.algorithms.registry import build_algorithm
+from fedloom.apps.node import answer
 from fedloom.errors import ConfigError
 from fedloom.experiments.config import dump_config
-from fedloom.experiments.runner import prepare_workspace
-from fedloom.runtime.flower.apps import DOWNLOAD, RUN, answer
+from fedloom.experiments.methods import method_context
+from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runtime.flower.node import DOWNLOAD, RUN
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from fedloom.runtime.flower.relay import WorkerError, WorkerUnavailableError, relay
 from fedloom.runtime.flower.worker import NodeWorker
@@ -30,7 +32,7 @@ pytestmark = pytest.mark.integration
 @pytest.fixture
 def worker(tmp_path):
     path = tmp_path / "sock" / "node.sock"
-    with NodeWorker(path) as w:
+    with NodeWorker(path, answer) as w:
         thread = threading.Thread(target=w.serve_forever, daemon=True)
         thread.start()
         yield path
@@ -43,7 +45,7 @@ def messages(cfg):
     """A QUERY and a round-1 TRAIN message of ``cfg`` for its first client, as the server builds them."""
     ws = prepare_workspace(cfg)
     ids = sorted(ws.learners)
-    algorithm = build_algorithm(cfg.method, cfg.build_context(ws.lm.layout.slot()))
+    algorithm = build_algorithm(cfg.method, method_context(cfg, ws.lm.layout.slot()))
     download = algorithm.configure(algorithm.init_server(ws.shared_init, ids), ids[:1], 1)[ids[0]]
 
     def run(rnd: int) -> ConfigRecord:
@@ -81,10 +83,10 @@ def test_worker_failure_and_absence_are_clear_errors(worker, tmp_path):
 
 def test_socket_claims(worker, tmp_path):
     with pytest.raises(ConfigError, match="already listens"):
-        NodeWorker(worker)
+        NodeWorker(worker, answer)
     stale = tmp_path / "stale.sock"
     stale.write_bytes(b"")  # a killed worker's leftover: nobody accepts on it
-    with NodeWorker(stale):
+    with NodeWorker(stale, answer):
         assert stale.is_socket()
 
 

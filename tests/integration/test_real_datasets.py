@@ -10,7 +10,8 @@ import math
 
 import pytest
 
-from fedloom.experiments.runner import prepare_workspace, run_method
+from fedloom.experiments.run import run_method
+from fedloom.experiments.workspace import prepare_workspace
 from tests.conftest import SHARED_DATA, small_config
 
 pytestmark = [

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
@@ -81,6 +82,39 @@ class ClientModel:
 
 
 @dataclass(frozen=True)
+class Heatmap:
+    """A [0, 1] matrix a method asks to have drawn: one row per label, columns ``<prefix>0, <prefix>1…``."""
+
+    matrix: Sequence[Sequence[float]]
+    rows: Sequence[str]
+    column_prefix: str
+    column_label: str
+    value_label: str
+    title: str
+    cmap: str = "viridis"
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """A method's end-of-run outputs: JSON files (name → content), heatmaps (name → figure) and entries
+    for summary.json; the composition layer writes them, so no method does I/O."""
+
+    files: Mapping[str, Any] = field(default_factory=dict)
+    heatmaps: Mapping[str, Heatmap] = field(default_factory=dict)
+    summary: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Audit:
+    """What an end-of-run report may read besides the states, never used in training: the learners,
+    each client's most common group, and the hidden task of every row (instruction data only)."""
+
+    learners: Mapping[str, Learner]
+    client_groups: Mapping[str, str]
+    tasks: np.ndarray | None = None
+
+
+@dataclass(frozen=True)
 class LocalContext:
     """What a client step may use besides its state: its learner, the round and a seeded generator."""
 
@@ -133,9 +167,9 @@ class Algorithm(ABC):
         """Server-side per-round diagnostics for the run log (routes, loads, norms...); none by default."""
         return {}
 
-    def final_report(self, server: Record, clients: Mapping[str, Record]) -> dict[str, Any]:
-        """JSON-able end-of-run artifacts (e.g. RPA's route matrix); none by default."""
-        return {}
+    def final_report(self, server: Record, clients: Mapping[str, Record], audit: Audit) -> RunReport:
+        """End-of-run artifacts (RPA's routes, FedWeave's alignment audit); none by default."""
+        return RunReport()
 
     def upload_spec(self, download: Record, client: str) -> UploadSpec:
         """The upload the server accepts from ``client``; by default the downloaded tensors + sample count."""

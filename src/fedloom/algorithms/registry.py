@@ -120,8 +120,8 @@ class MethodOptions(_Options):
 @dataclass(frozen=True)
 class BuildContext:
     """What building a method may read: local budget, LoRA rank and alpha, rounds, the run seed,
-    method options, and the adapter layout (the order of the flat adapter vector); on the server of a
-    method that computes with the model (FedBiOT), the backbone and public token ids."""
+    method options, and the adapter layout (the order of the flat adapter vector); on the server, the
+    backbone and a loader of public token ids, for a method that computes with them (FedBiOT)."""
 
     local: LocalTrainingConfig
     rank: int
@@ -135,7 +135,7 @@ class BuildContext:
     fraction: float = 1.0
     clients_per_round: int | None = None
     lm: AdaptedLM | None = None
-    public: Ragged | None = None
+    public: Callable[[int, int], Ragged] | None = None  # (sequences, max tokens) → public token ids
 
 
 def _fedavg(b: BuildContext, **switches: Any) -> FedAvg:
@@ -158,7 +158,8 @@ def _fedbiot(b: BuildContext) -> FedBiOT:
     if b.lm is not None:
         if b.public is None:
             raise ConfigError("fedbiot's server needs public text to align the emulator on")
-        aligner = Aligner(emulator_of(b.lm, cfg.drop_ratio), b.public, cfg.align_batch, cfg.align_lr, cfg.kd_weight)
+        public = b.public(cfg.public_size, cfg.public_max_tokens)
+        aligner = Aligner(emulator_of(b.lm, cfg.drop_ratio), public, cfg.align_batch, cfg.align_lr, cfg.kd_weight)
     return FedBiOT(b.local, cfg, b.seed, aligner)
 
 

@@ -1,31 +1,27 @@
 """The typed run configuration: YAML file + CLI flags + ``--set key=value`` overrides, validated once.
 
-Every field is described once (in ``Field(description=...)``); ``fedloom config --show`` prints the
+Every field is described once (in ``Field(description=...)``); ``fedloom config`` prints the
 resolved tree. A key may be given as its dotted path (``federation.fraction``) or, when unique, as
 its leaf name (``fraction``).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Literal
 
-import torch
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fedloom.algorithms.base import LocalTrainingConfig
 from fedloom.algorithms.privacy import PrivacyConfig
-from fedloom.algorithms.registry import METHODS, BuildContext, MethodOptions
+from fedloom.algorithms.registry import METHODS, MethodOptions
 from fedloom.algorithms.robust import RobustConfig
-from fedloom.backbone.features import Ragged
-from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.loading import known_backbones
 from fedloom.backbone.lora import LoraSpec
-from fedloom.backbone.model import AdaptedLM
 from fedloom.data.config import DataConfig
-from fedloom.data.instructions import public_corpus
 from fedloom.data.registry import DATASETS
 from fedloom.errors import ConfigError
 from fedloom.experiments.portfolio import PortfolioConfig
@@ -96,19 +92,6 @@ class RunConfig(_Strict):
     privacy: PrivacyConfig = PrivacyConfig()
     robust: RobustConfig = RobustConfig()
 
-    def build_context(self, layout: TensorLayout | None = None, lm: AdaptedLM | None = None) -> BuildContext:
-        """What the method registry needs; ``layout`` is the adapter's flat-vector order (after loading);
-        ``lm``, the backbone, on the server of a method that computes with it (FedBiOT's alignment)."""
-        fed, public = self.federation, None
-        if lm is not None and self.method == "fedbiot":
-            biot = self.methods.fedbiot
-            text = public_corpus(self.data.data_dir, biot.public_size, self.seed)
-            ids = lm.backbone.tokenizer(text, truncation=True, max_length=biot.public_max_tokens)["input_ids"]
-            public = Ragged.from_rows(ids, torch.int64)
-        return BuildContext(self.train, self.adapter.rank, self.adapter.alpha, self.rounds, self.seed, self.methods,
-                            layout, self.privacy, self.robust, fed.fraction, fed.clients_per_round,
-                            None if public is None else lm, public)  # fmt: skip
-
     @field_validator("method")
     @classmethod
     def _known_method(cls, v: str) -> str:
@@ -151,7 +134,7 @@ def load_config(
     try:
         return RunConfig.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(exc, path)) from None
+        raise ConfigError(_describe(exc, None if path is None else Path(path))) from None
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
@@ -201,7 +184,7 @@ def _resolve_key(key: str) -> tuple[str, ...]:
     if len(matches) > 1:
         options = ", ".join(".".join(p) for p in matches)
         raise ConfigError(f"config key {key!r} is ambiguous; use one of: {options}")
-    raise ConfigError(f"config key {key!r} does not exist; see `fedloom config --show` for every key")
+    raise ConfigError(f"config key {key!r} does not exist; `fedloom config` prints every key")
 
 
 def _assign(raw: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
@@ -243,3 +226,8 @@ def settings(cfg: RunConfig) -> dict[str, str]:
 
 def dump_config(cfg: RunConfig) -> str:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
+
+
+def config_digest(cfg: RunConfig) -> str:
+    """Identity of a run's configuration, ignoring ``rounds`` (a resumed run may be extended)."""
+    return hashlib.sha256(dump_config(cfg.model_copy(update={"rounds": 0})).encode()).hexdigest()[:16]

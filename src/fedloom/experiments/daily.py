@@ -56,7 +56,7 @@ def daily_metrics(predictions: pd.DataFrame, task_kind: str) -> pd.DataFrame:
     if task_kind == "classification":
         hit = (predictions["score"] == predictions["target"]).astype(float)
         return hit.groupby(pd.to_datetime(predictions["date"])).mean().to_frame("accuracy").sort_index()
-    series = {"ic": [], "rank_ic": []}
+    series: dict[str, list[pd.Series]] = {"ic": [], "rank_ic": []}
     for _, g in predictions.groupby("client"):
         dates = g["date"].to_numpy()
         series["ic"].append(daily_ic(g["score"].to_numpy(), g["target"].to_numpy(), dates))

@@ -66,7 +66,7 @@ class RunDirectory:
 
 
 def environment() -> dict[str, Any]:
-    versions = {}
+    versions: dict[str, str | None] = {}
     for name in PACKAGES:
         try:
             versions[name] = version(name)

@@ -45,7 +45,7 @@ class Checkpoint:
 
 
 def capture_rng() -> dict[str, Any]:
-    state = np.random.get_state()
+    state: tuple[Any, ...] = np.random.get_state()  # type: ignore[assignment]  # legacy=True: the tuple form
     return {
         "numpy": [state[0], state[1].tolist(), *state[2:]],
         "python": [random.getstate()[0], list(random.getstate()[1]), random.getstate()[2]],

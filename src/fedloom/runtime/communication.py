@@ -52,8 +52,8 @@ def bytes_by_group(record: Record, dtype: torch.dtype) -> dict[str, int]:
     for key, value in record.tensors.items():
         size = dtype.itemsize if value.is_floating_point() else value.element_size()
         out[key_group(key)] += value.numel() * size
-    for value in record.scalars.values():
-        out["scalars"] += len(value.encode()) if isinstance(value, str) else 1 if isinstance(value, bool) else 8
+    for scalar in record.scalars.values():
+        out["scalars"] += len(scalar.encode()) if isinstance(scalar, str) else 1 if isinstance(scalar, bool) else 8
     return dict(out)
 
 

@@ -241,6 +241,7 @@ class Runtime:
         uploads = {}
         for cid in record.train:
             upload = results[cid].upload
+            assert upload is not None  # record.train holds the clients that uploaded
             up = bytes_by_group(upload, self.wire)
             record.upload_bytes[cid] = sum(up.values())
             _accumulate(record.bytes_by_group, "upload", up)

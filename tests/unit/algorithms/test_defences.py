@@ -13,6 +13,7 @@ from fedloom.algorithms.privacy import epsilon, privatize
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.algorithms.robust import RobustConfig, clip_update, robust_average, trimmed_mean
 from fedloom.errors import ConfigError
+from fedloom.experiments.methods import method_context
 from tests.conftest import small_config
 
 
@@ -46,7 +47,7 @@ class Attacker(FedAvg):
 
 @pytest.fixture(scope="module")
 def workspace():
-    from fedloom.experiments.runner import prepare_workspace
+    from fedloom.experiments.workspace import prepare_workspace
 
     return prepare_workspace(small_config())
 
@@ -104,7 +105,7 @@ def test_dp_run_reports_epsilon_every_round(workspace):
     from fedloom.runtime.simulation import InProcessRuntime
 
     cfg = small_config(**{"privacy.clip": 0.1, "privacy.noise_multiplier": 1.0, "federation.fraction": 0.67})
-    algo = build_algorithm("fedavg", cfg.build_context())
+    algo = build_algorithm("fedavg", method_context(cfg))
     hist = InProcessRuntime(algo, workspace.learners, cfg.federation, seed=0).run(workspace.shared_init, 3).history
     eps = [r.diagnostics["dp_epsilon"] for r in hist]
     assert eps == sorted(eps) and eps[0] > 0
@@ -114,4 +115,4 @@ def test_dp_run_reports_epsilon_every_round(workspace):
 def test_defences_are_refused_where_the_server_step_is_not_a_mean():
     cfg = small_config(**{"privacy.clip": 0.1})
     with pytest.raises(ConfigError, match="FedAvg family"):
-        build_algorithm("rpa", cfg.build_context())
+        build_algorithm("rpa", method_context(cfg))

@@ -15,7 +15,8 @@ from fedloom.backbone.features import Ragged
 from fedloom.backbone.lora import LoraSpec
 from fedloom.backbone.model import AdaptedLM
 from fedloom.errors import ConfigError
-from fedloom.experiments.runner import prepare_workspace
+from fedloom.experiments.methods import method_context
+from fedloom.experiments.workspace import prepare_workspace
 from fedloom.runtime.communication import bytes_by_group
 from tests.conftest import small_config
 
@@ -106,7 +107,7 @@ def workspace():
 def _algorithm(ws, steps=2, **options):
     sets = {"adapter.layers": 1, "train.steps": steps, **{f"methods.fedbiot.{k}": v for k, v in options.items()}}
     cfg = small_config(method="fedbiot", **sets)
-    return build_algorithm("fedbiot", cfg.build_context(ws.lm.layout.slot(), ws.lm))
+    return build_algorithm("fedbiot", method_context(cfg, ws.lm.layout.slot(), ws.lm))
 
 
 def test_round_downloads_emulator_uploads_adapter_and_aligns(workspace):
@@ -168,7 +169,9 @@ def test_prox_acts_on_live_parameters(workspace):
 
 
 def test_server_needs_backbone_and_public_text(workspace):
-    client_side = build_algorithm("fedbiot", small_config(method="fedbiot").build_context(workspace.lm.layout.slot()))
+    client_side = build_algorithm(
+        "fedbiot", method_context(small_config(method="fedbiot"), workspace.lm.layout.slot())
+    )
     assert isinstance(client_side, FedBiOT) and client_side.aligner is None
     with pytest.raises(ConfigError, match="build it with the backbone"):
         client_side.init_server(workspace.shared_init, ["a"])

@@ -68,7 +68,7 @@ def test_cluster_level_aggregation_by_hand():
 
 
 def test_warmup_then_clustered_rounds_on_the_tiny_model():
-    from fedloom.experiments.runner import prepare_workspace
+    from fedloom.experiments.workspace import prepare_workspace
     from fedloom.runtime.rounds import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import small_config

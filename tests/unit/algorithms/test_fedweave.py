@@ -18,6 +18,7 @@ from fedloom.algorithms.fedweave.schedule import allocate_steps, interleave
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import Binding, lora_a_key, lora_b_key
+from fedloom.experiments.methods import method_context
 
 
 def test_alignment_recovers_planted_groups():
@@ -107,7 +108,7 @@ def test_top1_equals_running_only_the_chosen_expert(tiny_lm):
 
 
 def _multitask_run(permute_tasks: bool, **extra):
-    from fedloom.experiments.runner import prepare_workspace
+    from fedloom.experiments.workspace import prepare_workspace
     from fedloom.runtime.rounds import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import SHARED_DATA, small_config
@@ -125,7 +126,7 @@ def _multitask_run(permute_tasks: bool, **extra):
             learner.task.tasks[:] = np.random.default_rng(1).permutation(learner.task.tasks)
     from fedloom.algorithms.registry import build_algorithm
 
-    algo = build_algorithm("fedweave", cfg.build_context(ws.lm.layout.slot()))
+    algo = build_algorithm("fedweave", method_context(cfg, ws.lm.layout.slot()))
     return InProcessRuntime(algo, ws.learners, FederationConfig(eval_every=10), seed=0).run(ws.shared_init, 2)
 
 
@@ -147,13 +148,13 @@ def test_two_rounds_on_the_tiny_model(granularity):
 
 
 def test_discovery_runs_on_every_client_whatever_the_sampling_fraction():
-    from fedloom.experiments.runner import prepare_workspace
+    from fedloom.experiments.workspace import prepare_workspace
     from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import small_config
 
     cfg = small_config(**{"method": "fedweave", "federation.fraction": 0.34, "router_hidden": 16, "rounds": 3})
     ws = prepare_workspace(cfg)
-    algo = build_algorithm("fedweave", cfg.build_context(ws.lm.layout.slot()))
+    algo = build_algorithm("fedweave", method_context(cfg, ws.lm.layout.slot()))
     hist = InProcessRuntime(algo, ws.learners, cfg.federation, seed=0).run(ws.shared_init, 3).history
     assert sorted(hist[0].selected) == sorted(ws.learners)  # stage 1: everyone
     assert all(len(r.selected) == 1 for r in hist[1:])  # stage 3: the runtime's sample

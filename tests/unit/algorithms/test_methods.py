@@ -9,7 +9,8 @@ import torch
 from fedloom.algorithms.base import NUM_EXAMPLES, LocalContext, Record
 from fedloom.algorithms.registry import METHODS, build_algorithm
 from fedloom.errors import ConfigError
-from fedloom.experiments.runner import prepare_workspace
+from fedloom.experiments.methods import method_context
+from fedloom.experiments.workspace import prepare_workspace
 from tests.conftest import small_config
 
 
@@ -35,7 +36,7 @@ def _round(algorithm, ws, rnd=1):
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_contract(name, workspace):
     algorithm = build_algorithm(
-        name, small_config(method=name).build_context(workspace.lm.layout.slot(), workspace.lm)
+        name, method_context(small_config(method=name), workspace.lm.layout.slot(), workspace.lm)
     )
     server, _, downloads, updates = _round(algorithm, workspace)
     for cid, upd in updates.items():
@@ -49,7 +50,7 @@ def test_contract(name, workspace):
 
 
 def test_fedavg_aggregates_the_sample_weighted_mean(workspace):
-    algorithm = build_algorithm("fedavg", small_config().build_context())
+    algorithm = build_algorithm("fedavg", method_context(small_config()))
     server, _, downloads, updates = _round(algorithm, workspace)
     uploads = {c: u.upload for c, u in updates.items()}
     new = algorithm.aggregate(server, uploads, 1)
@@ -67,7 +68,7 @@ def test_fedavg_aggregates_the_sample_weighted_mean(workspace):
 
 
 def test_local_only_sends_nothing_and_keeps_its_adapter(workspace):
-    algorithm = build_algorithm("local", small_config().build_context())
+    algorithm = build_algorithm("local", method_context(small_config()))
     server, states, downloads, updates = _round(algorithm, workspace)
     for cid, upd in updates.items():
         assert not upd.upload.tensors and not upd.upload.scalars and not downloads[cid].tensors
@@ -79,7 +80,7 @@ def test_local_only_sends_nothing_and_keeps_its_adapter(workspace):
 
 def test_unknown_method():
     with pytest.raises(ConfigError, match="unknown method 'fedsgd'; available: ditto, fdlora, "):
-        build_algorithm("fedsgd", small_config().build_context())
+        build_algorithm("fedsgd", method_context(small_config()))
 
 
 @pytest.mark.parametrize("name", sorted(METHODS))
@@ -89,7 +90,7 @@ def test_two_rounds_end_to_end(name, workspace):
     from fedloom.runtime.simulation import InProcessRuntime
 
     algorithm = build_algorithm(
-        name, small_config(method=name).build_context(workspace.lm.layout.slot(), workspace.lm)
+        name, method_context(small_config(method=name), workspace.lm.layout.slot(), workspace.lm)
     )
     history = (
         InProcessRuntime(algorithm, workspace.learners, FederationConfig(), seed=0)

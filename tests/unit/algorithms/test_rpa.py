@@ -298,7 +298,7 @@ ABLATIONS = {
 
 @pytest.fixture(scope="module")
 def tiny_workspace():
-    from fedloom.experiments.runner import prepare_workspace
+    from fedloom.experiments.workspace import prepare_workspace
     from tests.conftest import small_config
 
     return prepare_workspace(small_config())

@@ -56,7 +56,7 @@ def test_regime_breakdown_uses_training_thresholds():
 def test_purity_by_hand_and_against_sklearn_for_perfect_clusters():
     from sklearn.metrics import adjusted_rand_score
 
-    from fedloom.experiments.audit import purity_score
+    from fedloom.metrics.clustering import purity_score
 
     clusters = np.array([0, 0, 0, 1, 1, 2])
     labels = np.array(["a", "a", "b", "b", "b", "c"])

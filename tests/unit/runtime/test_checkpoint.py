@@ -11,7 +11,7 @@ import torch
 from fedloom.algorithms.base import Record
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.errors import FedloomError
-from fedloom.experiments.runner import prepare_workspace
+from fedloom.experiments.workspace import prepare_workspace
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
 from fedloom.runtime.rounds import FederationConfig
 from fedloom.runtime.simulation import InProcessRuntime

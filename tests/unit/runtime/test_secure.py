@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from fedloom.algorithms.base import NUM_EXAMPLES, Record
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.errors import ConfigError
-from fedloom.experiments.runner import prepare_workspace
+from fedloom.experiments.methods import method_context
+from fedloom.experiments.workspace import prepare_workspace
 from fedloom.runtime.rounds import FederationConfig
 from fedloom.runtime.secure import SecureAggregationConfig, masked_bytes, weighted_mean
 from fedloom.runtime.simulation import InProcessRuntime
@@ -37,7 +38,7 @@ def workspace():
 
 def _algorithm(workspace, method: str, **options):
     cfg = small_config(method=method, **options)
-    return build_algorithm(method, cfg.build_context(workspace.lm.layout.slot(), workspace.lm))
+    return build_algorithm(method, method_context(cfg, workspace.lm.layout.slot(), workspace.lm))
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from fedloom.algorithms.fedavg import FedAvg
-from fedloom.experiments.runner import prepare_workspace
+from fedloom.experiments.workspace import prepare_workspace
 from fedloom.runtime.communication import record_bytes
 from fedloom.runtime.rounds import FederationConfig
 from fedloom.runtime.simulation import InProcessRuntime

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from sklearn.metrics import accuracy_score, matthews_corrcoef
 
 from fedloom.errors import ConfigError
+from fedloom.experiments.methods import method_context
 from fedloom.tasks.classification import ClassificationTask
 from fedloom.tasks.ranking import RankingTask
 from fedloom.tasks.registry import make_task
@@ -72,7 +73,7 @@ def test_side_channel_standardizes_on_train_rows_and_feeds_the_head():
 
 def test_text_plus_numeric_runs_with_covariates_only_in_the_head():
     from fedloom.algorithms.registry import build_algorithm
-    from fedloom.experiments.runner import prepare_workspace
+    from fedloom.experiments.workspace import prepare_workspace
     from fedloom.runtime.rounds import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import small_config
@@ -84,6 +85,6 @@ def test_text_plus_numeric_runs_with_covariates_only_in_the_head():
     assert "Data:" not in text and "mom5" not in text
     head = learner.init_head(torch.Generator().manual_seed(0))
     assert head["head.side.weight"].shape == (32, 3) and head["head.weight"].shape == (1, 64 + 32)
-    algo = build_algorithm("fedavg", cfg.build_context(ws.lm.layout.slot()))
+    algo = build_algorithm("fedavg", method_context(cfg, ws.lm.layout.slot()))
     hist = InProcessRuntime(algo, ws.learners, FederationConfig(), 0).run(ws.shared_init, 1).history
     assert not hist[0].failures and not any(k.startswith("head") for k in hist[0].bytes_by_group["upload"])

@@ -23,7 +23,7 @@ method sees embeddings, rows and losses only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -33,14 +33,18 @@ from torch import Tensor
 from fedloom.algorithms.base import (
     NUM_EXAMPLES,
     Algorithm,
+    Audit,
     ClientModel,
     ClientUpdate,
+    Heatmap,
     LocalContext,
     LocalTrainingConfig,
     Record,
+    RunReport,
     UploadSpec,
 )
 from fedloom.algorithms.fedweave.alignment import align, signature_distances, weighted_mean
+from fedloom.algorithms.fedweave.audit import alignment_quality, task_expert_routing
 from fedloom.algorithms.fedweave.discovery import Clusterer, discover_buckets
 from fedloom.algorithms.fedweave.router import ROUTER, init_router, route
 from fedloom.algorithms.fedweave.schedule import allocate_steps, interleave
@@ -57,6 +61,8 @@ class FedWeaveConfig(BaseModel):
     """FedWeave: defaults from seed 002 §4 and specs/fedweave.md."""
 
     model_config = ConfigDict(extra="forbid")
+    # read only when a finished model is evaluated: `fedloom evaluate` may change them without training
+    evaluation_settings: ClassVar[tuple[str, ...]] = ("inference",)
 
     max_buckets: int = Field(6, ge=1, description="C_max, the most local buckets per client")
     silhouette_threshold: float = Field(0.1, description="C = 1 unless some C ≥ 2 beats this silhouette")
@@ -256,11 +262,23 @@ class FedWeave(Algorithm):
         top_k = {"soft": None, "top1": 1, "top2": min(2, experts)}[self.cfg.inference]
         return ClientModel({**download.tensors, **head}, self.mixture(experts, top_k))
 
-    def final_report(self, server: Record, clients: Mapping[str, Record]) -> dict[str, Any]:
-        """Buckets and their experts per client, for the alignment audit (task labels stay outside)."""
+    def final_report(self, server: Record, clients: Mapping[str, Record], audit: Audit) -> RunReport:
+        """The alignment audit against the hidden tasks (seed 002, Table 3), where the data has tasks:
+        each client's buckets and their experts, purity / NMI / ARI, and the task × expert routing."""
+        if audit.tasks is None:
+            return RunReport()
         maps = {k: v for k, v in server.scalars.items() if k.startswith("map/")}
-        return {"buckets": {c: s.tensors[BUCKETS].tolist() for c, s in clients.items() if BUCKETS in s.tensors},
-                "bucket_expert": maps, "experts": server.scalars.get(EXPERTS)}  # fmt: skip
+        buckets = {
+            "buckets": {c: s.tensors[BUCKETS].tolist() for c, s in clients.items() if BUCKETS in s.tensors},
+            "bucket_expert": maps,
+            "experts": server.scalars.get(EXPERTS),
+        }
+        quality = alignment_quality(buckets, audit.learners, audit.tasks)
+        routing = task_expert_routing(server.tensors, audit.learners, audit.tasks)
+        heatmap = Heatmap(routing["matrix"], routing["tasks"], "E", "expert", "mean routing weight",
+                          "task × expert routing", cmap="magma")  # fmt: skip
+        return RunReport(files={"alignment": {**buckets, "quality": quality, "routing": routing}},
+                         heatmaps={"task_expert": heatmap}, summary={"alignment": quality})  # fmt: skip
 
     # helpers
     def mixture(self, experts: int, top_k: int | None) -> Mixture:

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
@@ -55,11 +55,14 @@ from torch import Tensor
 from fedloom.algorithms.base import (
     NUM_EXAMPLES,
     Algorithm,
+    Audit,
     ClientModel,
     ClientUpdate,
+    Heatmap,
     LocalContext,
     LocalTrainingConfig,
     Record,
+    RunReport,
     UploadSpec,
 )
 from fedloom.algorithms.lora_math import fresh_lora, module_shapes
@@ -92,6 +95,8 @@ class RPAConfig(BaseModel):
     """Routed prototype adapters: defaults from seed 000 §4.1 and specs/rpa.md."""
 
     model_config = ConfigDict(extra="forbid")
+    # read only when a finished model is evaluated: `fedloom evaluate` may change them without training
+    evaluation_settings: ClassVar[tuple[str, ...]] = ("eval_residual",)
 
     prototypes: int = Field(4, ge=1, description="M, the number of adapter prototypes")
     projection_dim: int = Field(256, ge=1, description="q, the projected routing dimension")
@@ -236,12 +241,18 @@ class RPA(Algorithm):
             "prototype_update_norm": update.tolist(),
         }
 
-    def final_report(self, server: Record, clients: Mapping[str, Record]) -> dict[str, Any]:
-        """The route matrix (clients × prototypes) and the final prototype norms, for the heatmap."""
-        return {
-            "routes": {c: s.tensors[ROUTE].tolist() for c, s in clients.items()},
-            "prototype_norms": server.tensors[PROTOTYPES].norm(dim=1).tolist(),
-        }
+    def final_report(self, server: Record, clients: Mapping[str, Record], audit: Audit) -> RunReport:
+        """The route matrix (clients × prototypes) with each client's group, the final prototype norms,
+        and the route heatmap (rows sorted by dominant prototype)."""
+        routes = {c: s.tensors[ROUTE].tolist() for c, s in clients.items()}
+        order = sorted(routes, key=lambda c: (int(np.argmax(routes[c])), -max(routes[c]), c))
+        groups = audit.client_groups
+        labels = [f"{c} ({groups[c]})" if groups.get(c, c) != c else c for c in order]
+        heatmap = Heatmap([routes[c] for c in order], labels, "P", "prototype", "route weight π",
+                          "final routes, rows by dominant prototype")  # fmt: skip
+        norms = server.tensors[PROTOTYPES].norm(dim=1).tolist()
+        return RunReport(files={"routes": {"routes": routes, "group": dict(groups), "prototype_norms": norms}},
+                         heatmaps={"routes": heatmap})  # fmt: skip
 
     # client half
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:

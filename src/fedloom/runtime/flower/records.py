@@ -41,11 +41,11 @@ def to_recorddict(record: Record, wire: torch.dtype, name: str = "record") -> Re
 
 def from_recorddict(content: RecordDict, name: str = "record") -> Record:
     """Decode a record: floating tensors come back as float32 (bf16 values restored bit for bit)."""
-    bf16 = set(content.config_records[f"{name}.meta"].get(BF16_KEYS, []))
+    bf16 = set(content.config_records[f"{name}.meta"].get(BF16_KEYS, []))  # type: ignore[arg-type]
     tensors = {}
     for key, array in content.array_records[f"{name}.tensors"].items():
         data = torch.from_numpy(np.array(array.numpy()))
         if key in bf16:
             data = data.view(torch.int16).view(torch.bfloat16)
         tensors[key] = data.float() if data.is_floating_point() else data
-    return Record(tensors, dict(content.config_records[f"{name}.scalars"]))
+    return Record(tensors, dict(content.config_records[f"{name}.scalars"]))  # type: ignore[arg-type]

@@ -123,8 +123,8 @@ def secure_round(
     mean, total = None, 0
     for proxy, res in strategy.results:
         metrics = dict(res.metrics)
-        keys, seconds = json.loads(str(metrics.pop(KEYS))), float(metrics.pop(SECONDS))  # type: ignore[arg-type]
-        values = {k: float(v) for k, v in metrics.items()}  # type: ignore[arg-type]
+        keys, seconds = json.loads(str(metrics.pop(KEYS))), float(metrics.pop(SECONDS))
+        values = {k: float(v) for k, v in metrics.items()}
         clients[by_node[proxy.node_id]] = ClientResult(None, values, None, seconds)
         total += res.num_examples
         if mean is None:  # every result carries the same revealed mean

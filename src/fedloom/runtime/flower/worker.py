@@ -22,10 +22,12 @@ import socket
 import socketserver
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 
+from flwr.app import RecordDict
+
 from fedloom.errors import ConfigError
-from fedloom.runtime.flower.apps import answer
 from fedloom.runtime.flower.relay import FAILED, OK, decode, encode, recv_frame, send_frame
 
 log = logging.getLogger(__name__)
@@ -40,6 +42,7 @@ class _Handler(socketserver.BaseRequestHandler):
             return
         t0 = time.perf_counter()
         try:
+            answer = self.server.answer  # type: ignore[attr-defined]
             reply, status = encode(answer(header["kind"], content, header["node"])), OK
             seconds = time.perf_counter() - t0
             log.info("answered a %s message for %s in %.2f s", header["kind"], header["node"], seconds)
@@ -53,16 +56,21 @@ class _Handler(socketserver.BaseRequestHandler):
             log.warning("the ClientApp went away before the reply to its %s message", header["kind"])
 
 
-class NodeWorker:
-    """The worker's Unix-socket server; ``with NodeWorker(path) as w: w.serve_forever()``."""
+Answer = Callable[[str, RecordDict, dict], RecordDict]  # (message kind, content, node config) → reply
 
-    def __init__(self, path: Path) -> None:
+
+class NodeWorker:
+    """The worker's Unix-socket server; ``with NodeWorker(path, answer) as w: w.serve_forever()``."""
+
+    def __init__(self, path: Path, answer: Answer) -> None:
+        """``answer``: how this node answers a message (`fedloom.runtime.flower.node.Node.answer`)."""
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         _claim(path)
         old_umask = os.umask(0o177)  # the socket: owner read/write only
         try:
             self.server = socketserver.UnixStreamServer(str(path), _Handler)
+            self.server.answer = answer  # type: ignore[attr-defined]
         finally:
             os.umask(old_umask)
 

@@ -1,10 +1,11 @@
 """The fedloom ClientApp that ``flwr run`` loads on every SuperNode (``deploy/flower/pyproject.toml``).
 
-Each message is answered by `apps.answer`: in this process, or, when the node config names a
-``worker`` socket, by the node's persistent worker (`worker.py`), which keeps the backbone loaded
-between messages. Rounds under secure aggregation go through Flower's `secaggplus_mod` here, in the
-ClientApp, before and after the answer. This module imports only Flower and the standard library, so the fresh process
-Flower starts for each message stays light when a worker does the work.
+Each message is answered by `fedloom.apps.node.answer`: in this process, or, when the node config
+names a ``worker`` socket, by the node's persistent worker (`fedloom.runtime.flower.worker`), which
+keeps the backbone loaded between messages. Rounds under secure aggregation go through Flower's
+`secaggplus_mod` here, in the ClientApp, before and after the answer. This module imports only
+Flower and the standard library, so the fresh process Flower starts for each message stays light
+when a worker does the work.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ def reply(msg: Message, context: Context) -> Message:
     if "worker" in node:
         content = relay(str(node["worker"]), kind, msg.content, node)
     else:
-        from fedloom.runtime.flower.apps import answer  # torch and the model: only when there is no worker
+        from fedloom.apps.node import answer  # torch and the model: only when there is no worker
 
         content = answer(kind, msg.content, node)
     return Message(content, reply_to=msg)

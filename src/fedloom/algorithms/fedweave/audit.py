@@ -1,5 +1,5 @@
-"""Alignment audit of FedWeave (seed 002, Table 3) against the hidden task labels — used only here,
-after training, never by the method: purity, NMI and ARI of the local buckets (within each client,
+"""Alignment audit of FedWeave (seed 002, Table 3) against the hidden task labels — read only after
+training, never by the method: purity, NMI and ARI of the local buckets (within each client,
 averaged) and of the global expert assignment, and the task × expert routing matrix."""
 
 from __future__ import annotations
@@ -12,13 +12,8 @@ import torch
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from fedloom.algorithms.fedweave.router import route
+from fedloom.metrics.clustering import purity_score
 from fedloom.tasks.learner import Learner
-
-
-def purity_score(clusters: np.ndarray, labels: np.ndarray) -> float:
-    """Share of items whose cluster's majority label is their own label."""
-    hits = sum(np.unique(labels[clusters == k], return_counts=True)[1].max() for k in np.unique(clusters))
-    return float(hits / len(labels))
 
 
 def alignment_quality(

@@ -1,0 +1,73 @@
+"""The fedloom ServerApp: the shared round loop over Flower nodes, writing a run directory like
+`fedloom run`. ``server_app`` is what ``flwr run`` loads from the fedloom Flower app.
+
+Run config keys (``flwr run deploy/flower <connection> -c "config='/abs/x.yaml' out='/abs/run'"``):
+``config`` (fedloom YAML, read by the ServerApp only), ``out`` (run directory on the server),
+``num-nodes`` (SuperNodes to wait for), ``overrides`` (``key=value`` pairs separated by ``;``) and
+``resume`` (continue ``out`` from its newest checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+from flwr.app import Context
+from flwr.serverapp import Grid, ServerApp
+
+from fedloom.experiments.config import RunConfig, dump_config, load_config
+from fedloom.experiments.methods import build_method
+from fedloom.experiments.run import finish_run, run_rounds
+from fedloom.experiments.workspace import load_adapted, shared_init
+from fedloom.runtime.flower.pool import FlowerClients
+from fedloom.runtime.rounds import Runtime
+
+
+def serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool = False,
+          connect_timeout: float = 600.0) -> dict[str, Any]:  # fmt: skip
+    """The ServerApp's work: the shared round loop over Flower nodes, writing ``out`` like `fedloom run`."""
+    out.mkdir(parents=True, exist_ok=True)
+    key_file = out / "flower.json"
+    if resume and key_file.is_file():
+        run_key = json.loads(key_file.read_text())["run_key"]
+    else:  # a fresh run never sees private state left on the nodes by an earlier one
+        run_key = uuid.uuid4().hex
+        key_file.write_text(json.dumps({"run_key": run_key}))
+    lm = load_adapted(cfg)
+    algorithm = build_method(cfg, lm, server=True)
+    pool = FlowerClients(grid, dump_config(cfg), cfg.federation, run_key, num_nodes, connect_timeout)
+    info = next(iter(pool.info.values()))
+    runtime = Runtime(algorithm, pool, cfg.federation, cfg.seed)
+    env = {"runtime": "flower", "nodes": dict(pool.nodes)}
+    _, summary = run_rounds(cfg, runtime, lm, shared_init(cfg, lm), out, str(info["primary_metric"]),
+                            bool(info["synthetic"]), env, resume)  # fmt: skip
+    finish_run(out, summary)
+    return summary
+
+
+def make_server_app(
+    cfg: RunConfig, num_nodes: int, out: Path, resume: bool = False, result: dict[str, Any] | None = None
+) -> ServerApp:
+    """A ServerApp bound to one configuration (Python API: ``flwr.simulation.run_simulation``)."""
+    app = ServerApp()
+
+    @app.main()
+    def main(grid: Grid, context: Context) -> None:
+        summary = serve(grid, cfg, out, num_nodes, resume)
+        if result is not None:
+            result["summary"] = summary
+
+    return app
+
+
+server_app = ServerApp()
+
+
+@server_app.main()
+def main(grid: Grid, context: Context) -> None:
+    rc = context.run_config
+    overrides = [o.strip() for o in str(rc.get("overrides", "")).split(";") if o.strip()]
+    cfg = load_config(str(rc["config"]), None, overrides)
+    serve(grid, cfg, Path(str(rc["out"])), int(rc["num-nodes"]), bool(rc.get("resume", False)))

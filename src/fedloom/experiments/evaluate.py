@@ -1,0 +1,63 @@
+"""Evaluate a finished run's last checkpoint again with evaluation-time settings changed (FedWeave's
+soft / top-1 / top-2 mixture, RPA's eval_residual: whatever the method declares), without training."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from fedloom.errors import ConfigError
+from fedloom.experiments.config import RunConfig, load_config, settings
+from fedloom.experiments.methods import build_method
+from fedloom.experiments.rundir import RunDirectory
+from fedloom.experiments.workspace import prepare_workspace
+from fedloom.progress import Progress
+from fedloom.runtime.rounds import summarize
+from fedloom.runtime.simulation import InProcessRuntime
+
+RUN_SETTINGS = ("data.data_dir",)  # where this machine keeps the data may differ from where it trained
+
+
+def evaluation_settings(cfg: RunConfig) -> tuple[str, ...]:
+    """The dotted keys `evaluate_run` may change for this run's method."""
+    section = getattr(cfg.methods, cfg.method, None)  # the method's settings, where it has any
+    declared = getattr(type(section), "evaluation_settings", ())
+    return (*(f"methods.{cfg.method}.{key}" for key in declared), *RUN_SETTINGS)
+
+
+def evaluate_run(run_dir: Path, overrides: list[str], progress: Progress | None = None) -> dict[str, Any]:
+    """Evaluate the newest checkpoint of a finished in-process run with ``overrides`` applied; the result
+    is also written to ``RUN_DIR/evaluations/<overrides>.json``."""
+    base = load_config(run_dir / "config.yaml")
+    cfg = load_config(run_dir / "config.yaml", None, overrides)
+    allowed = evaluation_settings(base)
+    now, then = settings(cfg), settings(base)
+    training = sorted(k for k in now.keys() | then.keys() if now.get(k) != then.get(k) and k not in allowed)
+    if training:
+        raise ConfigError(f"{', '.join(training)}: only evaluation-time settings can change "
+                          f"({', '.join(allowed)}); train a new run for the others")  # fmt: skip
+    rundir = RunDirectory(run_dir)
+    checkpoint = rundir.checkpoints.load(restore_random_state=False)
+    if checkpoint is None:
+        raise ConfigError(f"{run_dir} has no checkpoint to evaluate")
+    ws = prepare_workspace(cfg, progress)
+    if set(checkpoint.clients) != set(ws.learners):
+        raise ConfigError(f"{run_dir}: the checkpoint holds no client states (a deployment keeps them on its nodes)")
+    algorithm = build_method(cfg, ws.lm, server=False)  # evaluation needs no server-side model work
+    runtime = InProcessRuntime(algorithm, ws.learners, cfg.federation, cfg.seed, progress)
+    runtime.pool.start(ws.shared_init, checkpoint.clients)
+    t0 = time.perf_counter()
+    evaluation = runtime.evaluate(checkpoint.server, checkpoint.round)
+    result = {
+        "run_dir": str(run_dir),
+        "method": cfg.method,
+        "round": checkpoint.round,
+        "overrides": sorted(overrides),
+        "metrics": summarize(evaluation, runtime.pool.sizes),
+        "seconds": time.perf_counter() - t0,
+    }
+    name = "+".join(sorted(overrides)).replace("/", "_") or "as-trained"
+    (run_dir / "evaluations").mkdir(exist_ok=True)
+    rundir.write_json(f"evaluations/{name}.json", result)
+    return result

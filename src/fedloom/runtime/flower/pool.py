@@ -1,0 +1,155 @@
+"""The server's side of a run on Flower (flwr 1.42): a client pool whose calls become messages.
+
+The shared round loop (`fedloom.runtime.rounds.Runtime`) drives this pool exactly as it drives the
+in-process one; each round's downloads go out as TRAIN messages through the Grid and the uploads
+come back. The nodes answer with `fedloom.runtime.flower.node.Node`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from flwr.app import ConfigRecord, Message, MessageType, RecordDict
+from flwr.serverapp import Grid
+
+from fedloom.algorithms.base import Record
+from fedloom.errors import ConfigError
+from fedloom.runtime.communication import wire_dtype
+from fedloom.runtime.flower.node import DOWNLOAD, RUN, SERVER
+from fedloom.runtime.flower.records import from_recorddict, to_recorddict
+from fedloom.runtime.flower.secure import SECONDS, secure_round
+from fedloom.runtime.rounds import (
+    EVAL_SPLITS,
+    ClientResult,
+    Evaluation,
+    FederationConfig,
+    SecureRound,
+    empty_evaluation,
+)
+
+
+class FlowerClients:
+    """A client pool on Flower nodes: each call becomes messages through the Grid.
+
+    Nodes are mapped to client ids by asking them (QUERY); a node that reconnects gets a new node id
+    and is found again at the start of the next round. Replies missing at ``round_timeout`` (a
+    straggler, a killed node) count as that client's failure for the round.
+    """
+
+    def __init__(
+        self, grid: Grid, config: str, federation: FederationConfig, run_key: str, num_nodes: int,
+        connect_timeout: float,
+    ) -> None:  # fmt: skip
+        """``config``: the run's configuration as YAML, sent to every node with every message."""
+        self.grid, self.config, self.federation, self.run_key = grid, config, federation, run_key
+        self.wire = wire_dtype(federation.wire_dtype)
+        self.timeout, self.connect_timeout = federation.round_timeout, connect_timeout
+        self.nodes: dict[str, int] = {}
+        self.info: dict[str, dict[str, Any]] = {}
+        deadline = time.monotonic() + connect_timeout
+        while len(list(grid.get_node_ids())) < num_nodes:
+            if time.monotonic() > deadline:
+                have = len(list(grid.get_node_ids()))
+                raise ConfigError(f"only {have} of {num_nodes} SuperNodes connected within {connect_timeout:.0f} s")
+            time.sleep(0.2)
+        self.refresh()
+        self.ids = sorted(self.nodes)
+        self.sizes = {s: {c: int(self.info[c][f"size/{s}"]) for c in self.ids} for s in EVAL_SPLITS}
+
+    def run_record(self, rnd: int) -> ConfigRecord:
+        return ConfigRecord({"round": rnd, "config": self.config, "run_key": self.run_key})
+
+    def refresh(self) -> None:
+        """Ask every node not yet known which client it is."""
+        known = set(self.nodes.values())
+        new = [n for n in self.grid.get_node_ids() if n not in known]
+        if not new:
+            return
+        msgs = [
+            Message(content=RecordDict({RUN: self.run_record(0)}), dst_node_id=n, message_type=MessageType.QUERY)
+            for n in new
+        ]
+        for reply in self.grid.send_and_receive(msgs, timeout=self.connect_timeout):  # a first load can be slow
+            if reply.has_error():
+                continue
+            info = dict(reply.content.config_records["client"])
+            self.nodes[str(info["client_id"])] = reply.metadata.src_node_id
+            self.info[str(info["client_id"])] = info
+
+    def start(self, shared_init: Mapping[str, torch.Tensor], resume: Mapping[str, Record] | None) -> None:
+        """Nothing to do: each node initializes (or finds on its disk) its own private state."""
+
+    def states(self) -> dict[str, Record]:
+        return {}  # private states stay on the nodes
+
+    def _train_contents(
+        self, downloads: Mapping[str, Record]
+    ) -> tuple[dict[str, RecordDict], dict[str, ClientResult]]:
+        """The TRAIN content of each connected client's download, and a failure for each one not connected."""
+        missing = {cid: ClientResult(failure="client not connected") for cid in downloads if cid not in self.nodes}
+        contents = {cid: to_recorddict(d, self.wire, DOWNLOAD) for cid, d in downloads.items() if cid in self.nodes}
+        return contents, missing
+
+    def _exchange(self, kind: str, rnd: int, contents: Mapping[str, RecordDict]) -> tuple[dict, dict]:
+        self.refresh()
+        messages, by_node, run = [], {}, self.run_record(rnd)
+        for cid, content in contents.items():
+            content[RUN] = run
+            messages.append(
+                Message(content=content, dst_node_id=self.nodes[cid], message_type=kind, group_id=str(rnd))
+            )
+            by_node[self.nodes[cid]] = cid
+        replies, errors = {}, {}
+        for reply in self.grid.send_and_receive(messages, timeout=self.timeout):
+            sender = by_node.get(reply.metadata.src_node_id)
+            if sender is None:
+                continue
+            if reply.has_error():
+                errors[sender] = f"error on the node: {reply.error.reason}"
+            else:
+                replies[sender] = reply.content
+        return replies, errors
+
+    def train(self, rnd: int, downloads: Mapping[str, Record]) -> dict[str, ClientResult]:
+        contents, out = self._train_contents(downloads)
+        replies, errors = self._exchange(MessageType.TRAIN, rnd, contents)
+        for cid in contents:
+            if cid in replies:
+                metrics = dict(replies[cid].metric_records["metrics"])
+                seconds = float(metrics.pop(SECONDS, 0.0))
+                out[cid] = ClientResult(from_recorddict(replies[cid], DOWNLOAD), metrics, seconds=seconds)
+            else:
+                out[cid] = ClientResult(failure=errors.get(cid, f"no reply within {self.timeout:g} s"))
+        return out
+
+    def secure_train(self, rnd: int, downloads: Mapping[str, Record]) -> SecureRound:
+        """A SecAgg+ round through Flower's workflow: the uploads come back masked, the mean only."""
+        self.refresh()
+        contents, missing = self._train_contents(downloads)
+        run = self.run_record(rnd)
+        for content in contents.values():
+            content[RUN] = run
+        secure = self.federation.secure_aggregation
+        max_weight = secure.max_weight or float(max(int(i["size/train"]) for i in self.info.values()))
+        result = secure_round(self.grid, contents, self.nodes, secure, max_weight, rnd, self.timeout)
+        return SecureRound({**missing, **result.clients}, result.mean)
+
+    def evaluate(self, rnd: int, server: Record, downloads: Mapping[str, Record]) -> Evaluation:
+        exact = torch.float32  # evaluation inputs travel exactly: the same numbers as in process
+        contents = {}
+        for cid, download in downloads.items():
+            if cid in self.nodes:
+                content = to_recorddict(download, exact, DOWNLOAD)
+                for key, value in to_recorddict(server, exact, SERVER).items():
+                    content[key] = value
+                contents[cid] = content
+        replies, _ = self._exchange(MessageType.EVALUATE, rnd, contents)
+        out = empty_evaluation()
+        for cid, content in replies.items():
+            for key, value in content.metric_records["metrics"].items():
+                mode, split, metric = key.split("/", 2)
+                out.setdefault(mode, {s: {} for s in EVAL_SPLITS})[split].setdefault(cid, {})[metric] = float(value)
+        return out

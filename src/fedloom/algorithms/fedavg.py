@@ -37,6 +37,7 @@ from fedloom.algorithms.base import (
     LocalTrainingConfig,
     Record,
 )
+from fedloom.algorithms.participation import participation_rate
 from fedloom.algorithms.privacy import PrivacyConfig, epsilon, privatize
 from fedloom.algorithms.robust import RobustConfig, robust_average
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
@@ -108,8 +109,7 @@ class FedAvg(Algorithm):
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
         shared, _ = self._split(shared_init)
         momentum = {MOMENTUM + k: torch.zeros_like(v) for k, v in shared.items()} if self.server_momentum else {}
-        fraction, per_round = self.participation
-        rate = min(1.0, per_round / len(clients)) if per_round else fraction
+        rate = participation_rate(*self.participation, len(clients))
         return Record({**shared, **momentum}, {DP_ROUNDS: 0, DP_RATE: rate} if self.privacy.clip else {})
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:

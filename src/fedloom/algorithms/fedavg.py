@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -35,6 +36,7 @@ from fedloom.algorithms.base import (
     ClientUpdate,
     LocalContext,
     LocalTrainingConfig,
+    MethodConfig,
     Record,
 )
 from fedloom.algorithms.participation import participation_rate
@@ -44,6 +46,19 @@ from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 MOMENTUM = "momentum."
 DP_ROUNDS, DP_RATE = "dp_rounds", "dp_sample_rate"  # server scalars the (ε, δ) accountant reads
+
+
+class FedProxConfig(MethodConfig):
+    mu: float = Field(0.01, ge=0, description="FedProx proximal weight μ")
+
+
+class FedAvgMConfig(MethodConfig):
+    momentum: float = Field(0.9, ge=0, lt=1, description="FedAvgM server momentum β")
+    server_lr: float = Field(1.0, gt=0, description="FedAvgM server learning rate η_g")
+
+
+class FedPerConfig(MethodConfig):
+    personal_layers: int = Field(1, ge=1, description="FedPer: LoRA of the top K_P adapted layers stays local")
 
 
 @dataclass(frozen=True)
@@ -82,7 +97,10 @@ class FedAvg(Algorithm):
         privacy: PrivacyConfig | None = None,
         participation: tuple[float, int | None] = (1.0, None),
     ) -> None:
-        """``participation``: (fraction, clients per round) of the runtime, for the DP accountant's q."""
+        """Every switch defaults to off (plain FedAvg); FedProx, FedAvgM and FedPer set theirs from their configs.
+
+        ``participation``: (fraction, clients per round) of the runtime, for the DP accountant's q.
+        """
         super().__init__(local)
         self.robust, self.privacy = robust or RobustConfig(), privacy or PrivacyConfig()
         if self.robust.rule != "mean":

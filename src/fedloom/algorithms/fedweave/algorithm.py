@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -37,6 +37,7 @@ from fedloom.algorithms.base import (
     ClientUpdate,
     LocalContext,
     LocalTrainingConfig,
+    MethodConfig,
     Record,
     UploadSpec,
 )
@@ -53,10 +54,8 @@ STAGE, DISCOVER, TRAIN = "stage", "discover", "train"
 EXPERTS, BUCKETS, BUCKET = "experts", "buckets", "bucket"
 
 
-class FedWeaveConfig(BaseModel):
+class FedWeaveConfig(MethodConfig):
     """FedWeave: defaults from seed 002 §4 and specs/fedweave.md."""
-
-    model_config = ConfigDict(extra="forbid")
 
     max_buckets: int = Field(6, ge=1, description="C_max, the most local buckets per client")
     silhouette_threshold: float = Field(0.1, description="C = 1 unless some C ≥ 2 beats this silhouette")

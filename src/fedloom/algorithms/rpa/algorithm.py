@@ -49,7 +49,7 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -59,6 +59,7 @@ from fedloom.algorithms.base import (
     ClientUpdate,
     LocalContext,
     LocalTrainingConfig,
+    MethodConfig,
     Record,
     UploadSpec,
 )
@@ -88,10 +89,8 @@ RESIDUAL, ROUTE, LAST_RESIDUAL, PIECES = "residual", "route", "last_residual", "
 PROJECTION, HISTORY = "projection", "projection_history"  # the learned projection's W and its data
 
 
-class RPAConfig(BaseModel):
+class RPAConfig(MethodConfig):
     """Routed prototype adapters: defaults from seed 000 §4.1 and specs/rpa.md."""
-
-    model_config = ConfigDict(extra="forbid")
 
     prototypes: int = Field(4, ge=1, description="M, the number of adapter prototypes")
     projection_dim: int = Field(256, ge=1, description="q, the projected routing dimension")

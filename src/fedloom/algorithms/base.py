@@ -51,6 +51,14 @@ class LocalTrainingConfig(BaseModel):
     grad_clip: float | None = Field(None, gt=0, description="clip the global gradient norm (None: off)")
 
 
+class MethodConfig(BaseModel):
+    """Base of every method's hyperparameters (a ``methods:`` section): strict, so a misspelt key fails."""
+
+    model_config = ConfigDict(extra="forbid")
+    # settings read only when a finished model is evaluated: `fedloom evaluate` may change them
+    evaluation_settings: ClassVar[tuple[str, ...]] = ()
+
+
 @dataclass(frozen=True)
 class UploadSpec:
     """What a well-formed upload contains: exactly these tensors, and these scalars.

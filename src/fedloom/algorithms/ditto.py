@@ -14,22 +14,36 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
+from pydantic import Field
 from torch import Tensor
 
-from fedloom.algorithms.base import NUM_EXAMPLES, ClientModel, ClientUpdate, LocalContext, LocalTrainingConfig, Record
+from fedloom.algorithms.base import (
+    NUM_EXAMPLES,
+    ClientModel,
+    ClientUpdate,
+    LocalContext,
+    LocalTrainingConfig,
+    MethodConfig,
+    Record,
+)
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.tasks.learner import Learner
 
 PERSONAL = "personal/"
 
 
+class DittoConfig(MethodConfig):
+    lam: float = Field(0.1, ge=0, description="Ditto: pull λ of the personal adapter toward the global one")
+    personal_steps: int | None = Field(None, ge=1, description="Ditto: personal steps per round (None: train.steps)")
+
+
 class Ditto(FedAvg):
     name = "ditto"
 
-    def __init__(self, local: LocalTrainingConfig, lam: float = 0.1, personal_steps: int | None = None) -> None:
+    def __init__(self, local: LocalTrainingConfig, cfg: DittoConfig) -> None:
         super().__init__(local)
-        self.lam = lam
-        self.personal_steps = personal_steps or local.steps
+        self.cfg = cfg
+        self.personal_steps = cfg.personal_steps or local.steps
 
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:
         head = learner.init_head(generator)
@@ -42,7 +56,7 @@ class Ditto(FedAvg):
         anchor = dict(download.tensors)
 
         def prox(p: Mapping[str, Tensor]) -> Tensor:  # λ/2 ‖v − wᵗ‖² on the adapter tensors
-            return 0.5 * self.lam * sum((p[k] - anchor[k]).pow(2).sum() for k in anchor)
+            return 0.5 * self.cfg.lam * sum((p[k] - anchor[k]).pow(2).sum() for k in anchor)
 
         v = self._personal(state)
         fit_v = ctx.learner.fit(v, self.param_groups(list(v)), self.personal_steps, ctx.generator, regularizer=prox)

@@ -19,10 +19,19 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
+from pydantic import Field
 from scipy.optimize import minimize
 from torch import Tensor
 
-from fedloom.algorithms.base import NUM_EXAMPLES, ClientModel, ClientUpdate, LocalContext, LocalTrainingConfig, Record
+from fedloom.algorithms.base import (
+    NUM_EXAMPLES,
+    ClientModel,
+    ClientUpdate,
+    LocalContext,
+    LocalTrainingConfig,
+    MethodConfig,
+    Record,
+)
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
@@ -30,22 +39,22 @@ PERSONAL = "personal/"
 W_PERSONAL, W_GLOBAL = "fusion_personal", "fusion_global"
 
 
+class FDLoRAConfig(MethodConfig):
+    outer_lr: float = Field(0.7, gt=0, description="FDLoRA: Nesterov outer learning rate")
+    outer_momentum: float = Field(0.9, ge=0, lt=1, description="FDLoRA: Nesterov outer momentum")
+    personal_steps: int | None = Field(None, ge=1, description="FDLoRA: personal steps (None: train.steps)")
+    fusion_samples: int = Field(32, ge=1, description="FDLoRA: local samples scoring AdaFusion")
+    fusion_evals: int = Field(20, ge=3, description="FDLoRA: Nelder-Mead loss evaluations")
+    l1: float = Field(0.05, ge=0, description="FDLoRA: L1 penalty on the fusion weights")
+
+
 class FDLoRA(FedAvg):
     name = "fdlora"
 
-    def __init__(
-        self,
-        local: LocalTrainingConfig,
-        outer_lr: float = 0.7,
-        outer_momentum: float = 0.9,
-        personal_steps: int | None = None,
-        fusion_samples: int = 32,
-        fusion_evals: int = 20,
-        l1: float = 0.05,
-    ) -> None:
-        super().__init__(local, server_momentum=outer_momentum, server_lr=outer_lr, nesterov=True)
-        self.personal_steps = personal_steps or local.steps
-        self.fusion_samples, self.fusion_evals, self.l1 = fusion_samples, fusion_evals, l1
+    def __init__(self, local: LocalTrainingConfig, cfg: FDLoRAConfig) -> None:
+        super().__init__(local, server_momentum=cfg.outer_momentum, server_lr=cfg.outer_lr, nesterov=True)
+        self.cfg = cfg
+        self.personal_steps = cfg.personal_steps or local.steps
 
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:
         personal = {PERSONAL + k: v for k, v in shared_init.items()}
@@ -73,16 +82,16 @@ class FDLoRA(FedAvg):
     ) -> tuple[float, float, float]:
         """Gradient-free search of the fusion weights on a few local samples (Nelder–Mead)."""
         rows = ctx.learner.data.train
-        pick = torch.randperm(len(rows), generator=ctx.generator)[: self.fusion_samples].numpy()
+        pick = torch.randperm(len(rows), generator=ctx.generator)[: self.cfg.fusion_samples].numpy()
         sample = rows[pick]
 
         def objective(w: np.ndarray) -> float:
             fused = {**fuse(theta_p, theta_g, float(w[0]), float(w[1])), **head}
             with torch.no_grad():
-                return float(ctx.learner.loss(fused, sample)) + self.l1 * float(np.abs(w).sum())
+                return float(ctx.learner.loss(fused, sample)) + self.cfg.l1 * float(np.abs(w).sum())
 
         best = minimize(objective, np.array([0.5, 0.5]), method="Nelder-Mead",
-                        options={"maxfev": self.fusion_evals, "xatol": 1e-3, "fatol": 1e-5})  # fmt: skip
+                        options={"maxfev": self.cfg.fusion_evals, "xatol": 1e-3, "fatol": 1e-5})  # fmt: skip
         return float(best.x[0]), float(best.x[1]), float(best.fun)
 
     def client_model(self, download: Record, state: Record) -> ClientModel:

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -35,14 +36,29 @@ from fedloom.algorithms.base import (
     ClientUpdate,
     LocalContext,
     LocalTrainingConfig,
+    MethodConfig,
     Record,
 )
+from fedloom.algorithms.participation import participation_rate
 from fedloom.algorithms.privacy import PrivacyConfig, epsilon, privatize
 from fedloom.algorithms.robust import RobustConfig, robust_average
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 MOMENTUM = "momentum."
 DP_ROUNDS, DP_RATE = "dp_rounds", "dp_sample_rate"  # server scalars the (ε, δ) accountant reads
+
+
+class FedProxConfig(MethodConfig):
+    mu: float = Field(0.01, ge=0, description="FedProx proximal weight μ")
+
+
+class FedAvgMConfig(MethodConfig):
+    momentum: float = Field(0.9, ge=0, lt=1, description="FedAvgM server momentum β")
+    server_lr: float = Field(1.0, gt=0, description="FedAvgM server learning rate η_g")
+
+
+class FedPerConfig(MethodConfig):
+    personal_layers: int = Field(1, ge=1, description="FedPer: LoRA of the top K_P adapted layers stays local")
 
 
 @dataclass(frozen=True)
@@ -81,7 +97,10 @@ class FedAvg(Algorithm):
         privacy: PrivacyConfig | None = None,
         participation: tuple[float, int | None] = (1.0, None),
     ) -> None:
-        """``participation``: (fraction, clients per round) of the runtime, for the DP accountant's q."""
+        """Every switch defaults to off (plain FedAvg); FedProx, FedAvgM and FedPer set theirs from their configs.
+
+        ``participation``: (fraction, clients per round) of the runtime, for the DP accountant's q.
+        """
         super().__init__(local)
         self.robust, self.privacy = robust or RobustConfig(), privacy or PrivacyConfig()
         if self.robust.rule != "mean":
@@ -108,8 +127,7 @@ class FedAvg(Algorithm):
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
         shared, _ = self._split(shared_init)
         momentum = {MOMENTUM + k: torch.zeros_like(v) for k, v in shared.items()} if self.server_momentum else {}
-        fraction, per_round = self.participation
-        rate = min(1.0, per_round / len(clients)) if per_round else fraction
+        rate = participation_rate(*self.participation, len(clients))
         return Record({**shared, **momentum}, {DP_ROUNDS: 0, DP_RATE: rate} if self.privacy.clip else {})
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:

@@ -20,10 +20,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from torch import Tensor
 
-from fedloom.algorithms.base import ClientModel, ClientUpdate, LocalContext, LocalTrainingConfig, Record, UploadSpec
+from fedloom.algorithms.base import (
+    ClientModel,
+    ClientUpdate,
+    LocalContext,
+    LocalTrainingConfig,
+    MethodConfig,
+    Record,
+    UploadSpec,
+)
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.backbone.emulator import Aligner, emulator_of
 from fedloom.backbone.layout import TensorLayout
@@ -34,10 +42,8 @@ EMULATOR = "emulator/"
 ALIGN_LOSS = "align_loss"
 
 
-class FedBiOTConfig(BaseModel):
+class FedBiOTConfig(MethodConfig):
     """FedBiOT: paper config ``offsite_adpt2_dp2`` where CPU allows, CPU-sized alignment otherwise."""
-
-    model_config = ConfigDict(extra="forbid")
 
     drop_ratio: float = Field(0.2, ge=0, lt=1, description="share of the layers below the adapter dropped (dp2)")
     prox: float = Field(1.0, ge=0, description="lm_loss_weight: pull of the adapter toward the received one")

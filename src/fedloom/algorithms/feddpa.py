@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.aggregation import weighted_average
@@ -29,6 +30,7 @@ from fedloom.algorithms.base import (
     ClientUpdate,
     LocalContext,
     LocalTrainingConfig,
+    MethodConfig,
     Record,
 )
 from fedloom.algorithms.lora_math import fresh_lora, module_shapes
@@ -37,6 +39,14 @@ from fedloom.tasks.learner import HEAD_PREFIX, Learner, Mixture
 
 LOCAL_SLOT = "local"
 INSTANCES = "instances"
+
+
+class FedDPAConfig(MethodConfig):
+    local_weight: float = Field(0.5, ge=0, le=1, description="FedDPA: weight a of the local adapter in training")
+    max_weight: float = Field(0.5, ge=0, le=1, description="FedDPA: w_max of the test-time weight λ(x)")
+    instances: int = Field(5, ge=1, description="FedDPA: local training instances behind λ(x)")
+    personal_steps: int | None = Field(None, ge=1, description="FedDPA: local-adapter steps (None: train.steps)")
+    uniform: bool = Field(True, description="FedDPA: uniform server average (as its code) instead of by n_k")
 
 
 def to_slot(tensors: Mapping[str, Tensor], src: str, dst: str) -> dict[str, Tensor]:
@@ -48,19 +58,10 @@ def to_slot(tensors: Mapping[str, Tensor], src: str, dst: str) -> dict[str, Tens
 class FedDPA(Algorithm):
     name = "feddpa"
 
-    def __init__(
-        self,
-        local: LocalTrainingConfig,
-        local_weight: float = 0.5,
-        max_weight: float = 0.5,
-        instances: int = 5,
-        personal_steps: int | None = None,
-        uniform: bool = True,
-    ) -> None:
+    def __init__(self, local: LocalTrainingConfig, cfg: FedDPAConfig) -> None:
         super().__init__(local)
-        self.local_weight, self.max_weight, self.instances = local_weight, max_weight, instances
-        self.personal_steps = personal_steps or local.steps
-        self.uniform = uniform
+        self.cfg = cfg
+        self.personal_steps = cfg.personal_steps or local.steps
 
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
         return Record(dict(shared_init))
@@ -72,19 +73,19 @@ class FedDPA(Algorithm):
         if not uploads:
             return server
         ups = list(uploads.values())
-        weights = [1.0 if self.uniform else float(u.scalars[NUM_EXAMPLES]) for u in ups]
+        weights = [1.0 if self.cfg.uniform else float(u.scalars[NUM_EXAMPLES]) for u in ups]
         return Record(weighted_average([u.tensors for u in ups], weights))
 
     summable = True  # a (uniformly or sample-) weighted mean
 
     def secure_upload(self, upload: Record) -> Record:
-        return Record(upload.tensors, {NUM_EXAMPLES: 1}) if self.uniform else upload
+        return Record(upload.tensors, {NUM_EXAMPLES: 1}) if self.cfg.uniform else upload
 
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:
         shapes = module_shapes(shared_init)
         local = to_slot(fresh_lora(shapes, shared_init[lora_a_key(next(iter(shapes)))].shape[0], generator),
                         DEFAULT_SLOT, LOCAL_SLOT)  # fmt: skip
-        picks = torch.randperm(learner.num_train, generator=generator)[: self.instances]
+        picks = torch.randperm(learner.num_train, generator=generator)[: self.cfg.instances]
         return Record({**local, **learner.init_head(generator), INSTANCES: picks})
 
     def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
@@ -108,7 +109,7 @@ class FedDPA(Algorithm):
         )
 
     def _fixed_weights(self, learner: Learner, params: Mapping[str, Tensor], rows: np.ndarray) -> Tensor:
-        return torch.tensor([[1 - self.local_weight, self.local_weight]]).expand(len(rows), 2)
+        return torch.tensor([[1 - self.cfg.local_weight, self.cfg.local_weight]]).expand(len(rows), 2)
 
     def client_model(self, download: Record, state: Record) -> ClientModel:
         """Global + local adapters with the test-time instance-wise weights λ(x)."""
@@ -120,7 +121,7 @@ class FedDPA(Algorithm):
             with torch.no_grad():
                 e_x = learner.pooled(p, rows, mixture=only_local)
                 e_i = learner.pooled(p, learner.data.train[picks], mixture=only_local)
-                lam = self.max_weight * F.cosine_similarity(e_x[:, None], e_i[None], dim=-1).mean(1)
+                lam = self.cfg.max_weight * F.cosine_similarity(e_x[:, None], e_i[None], dim=-1).mean(1)
             return torch.stack([lam, 1 - lam], dim=1)
 
         return ClientModel(params, Mixture((DEFAULT_SLOT, LOCAL_SLOT), weights=weights))

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -38,6 +38,7 @@ from fedloom.algorithms.base import (
     ClientUpdate,
     LocalContext,
     LocalTrainingConfig,
+    MethodConfig,
     Record,
     UploadSpec,
 )
@@ -52,10 +53,8 @@ ROUTER = "router.weight"
 CLUSTER, CLUSTERS, STAGE = "cluster", "clusters", "stage"
 
 
-class FedLEASEConfig(BaseModel):
+class FedLEASEConfig(MethodConfig):
     """FedLEASE: defaults from its code (warm-up 5 rounds, at most 4 clusters)."""
-
-    model_config = ConfigDict(extra="forbid")
 
     warmup_rounds: int = Field(5, ge=1, description="E_w, rounds of local-only LoRA before clustering")
     max_clusters: int = Field(4, ge=2, description="largest k tried by the silhouette search")

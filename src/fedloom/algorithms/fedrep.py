@@ -8,22 +8,28 @@ phase with a fresh optimizer.
 
 from __future__ import annotations
 
-from fedloom.algorithms.base import NUM_EXAMPLES, ClientUpdate, LocalContext, LocalTrainingConfig, Record
+from pydantic import Field
+
+from fedloom.algorithms.base import NUM_EXAMPLES, ClientUpdate, LocalContext, LocalTrainingConfig, MethodConfig, Record
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.tasks.learner import HEAD_PREFIX
+
+
+class FedRepConfig(MethodConfig):
+    head_fraction: float = Field(0.5, gt=0, lt=1, description="FedRep: share of the step budget for the head phase")
 
 
 class FedRep(FedAvg):
     name = "fedrep"
 
-    def __init__(self, local: LocalTrainingConfig, head_fraction: float = 0.5) -> None:
+    def __init__(self, local: LocalTrainingConfig, cfg: FedRepConfig) -> None:
         super().__init__(local)
-        self.head_fraction = head_fraction
+        self.cfg = cfg
 
     def phase_steps(self) -> tuple[int, int]:
         """(head steps, body steps) of one round."""
         total = self.local.steps
-        head = min(total - 1, max(1, round(self.head_fraction * total))) if total > 1 else 1
+        head = min(total - 1, max(1, round(self.cfg.head_fraction * total))) if total > 1 else 1
         return head, max(1, total - head)
 
     def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:

@@ -17,6 +17,7 @@ from torch import Tensor
 
 from fedloom.algorithms.base import NUM_EXAMPLES, LocalTrainingConfig, Record
 from fedloom.algorithms.fedavg import FedAvg
+from fedloom.algorithms.flora import RankConfig
 from fedloom.algorithms.lora_math import (
     assign_ranks,
     delta_weight,
@@ -37,9 +38,10 @@ class FlexLoRA(FedAvg):
     name = "flexlora"
     summable = False  # the SVD of the stacked client products needs every upload
 
-    def __init__(self, local: LocalTrainingConfig, alpha: float, rank: int, ranks: Sequence[int] | None = None):
+    def __init__(self, local: LocalTrainingConfig, alpha: float, rank: int, cfg: RankConfig) -> None:
+        """``alpha``, ``rank``: the run's LoRA alpha and default rank (``adapter.alpha``, ``adapter.rank``)."""
         super().__init__(local)
-        self.alpha, self.rank, self.ranks = alpha, rank, list(ranks) if ranks else None
+        self.alpha, self.rank, self.ranks = alpha, rank, list(cfg.ranks) if cfg.ranks else None
 
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
         shapes = module_shapes(shared_init)

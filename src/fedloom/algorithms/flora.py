@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import torch
+from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -24,6 +25,7 @@ from fedloom.algorithms.base import (
     ClientUpdate,
     LocalContext,
     LocalTrainingConfig,
+    MethodConfig,
     Record,
     UploadSpec,
 )
@@ -35,12 +37,19 @@ from fedloom.tasks.learner import Learner, Mixture
 RANK = "rank"
 
 
+class RankConfig(MethodConfig):
+    """Client ranks of the heterogeneous-rank methods (FLoRA, FlexLoRA)."""
+
+    ranks: list[int] | None = Field(None, description="heterogeneous client ranks, cycled over sorted client ids")
+
+
 class FLoRA(Algorithm):
     name = "flora"
 
-    def __init__(self, local: LocalTrainingConfig, alpha: float, rank: int, ranks: Sequence[int] | None = None):
+    def __init__(self, local: LocalTrainingConfig, alpha: float, rank: int, cfg: RankConfig) -> None:
+        """``alpha``, ``rank``: the run's LoRA alpha and default rank (``adapter.alpha``, ``adapter.rank``)."""
         super().__init__(local)
-        self.alpha, self.rank, self.ranks = alpha, rank, list(ranks) if ranks else None
+        self.alpha, self.rank, self.ranks = alpha, rank, list(cfg.ranks) if cfg.ranks else None
 
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
         ranks = assign_ranks(clients, self.ranks, self.rank)

@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
+from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -32,6 +33,7 @@ from fedloom.algorithms.base import (
     ClientUpdate,
     LocalContext,
     LocalTrainingConfig,
+    MethodConfig,
     Record,
     UploadSpec,
 )
@@ -42,32 +44,30 @@ GRAD, CACHE = "grad.", "cache."
 VARIANCE, CACHED_N = "variance", "cached_n"
 
 
+class FwdLLMConfig(MethodConfig):
+    server_lr: float = Field(0.01, gt=0, description="FwdLLM: peak server learning rate η")
+    h: float = Field(0.01, gt=0, description="FwdLLM: central-difference step")
+    warmup_ratio: float = Field(0.1, ge=0, le=1, description="FwdLLM: share of rounds warming η up")
+    perturbation_sampling: bool = Field(True, description="FwdLLM: align perturbations with the last gradient")
+    candidates: int = Field(10, ge=1, description="FwdLLM: Gaussian candidates per perturbation")
+    var_threshold: float | None = Field(None, gt=0, description="FwdLLM: revert-and-cache above this variance")
+
+
 class FwdLLM(Algorithm):
     name = "fwdllm"
 
-    def __init__(
-        self,
-        local: LocalTrainingConfig,
-        rounds: int,
-        server_lr: float = 0.01,
-        h: float = 0.01,
-        warmup_ratio: float = 0.1,
-        perturbation_sampling: bool = True,
-        candidates: int = 10,
-        var_threshold: float | None = None,
-    ) -> None:
+    def __init__(self, local: LocalTrainingConfig, cfg: FwdLLMConfig, rounds: int) -> None:
+        """``rounds``: the run's length, over which η warms up and decays."""
         super().__init__(local)
-        self.rounds, self.server_lr, self.h = rounds, server_lr, h
-        self.warmup = max(1, math.ceil(rounds * warmup_ratio))
-        self.perturbation_sampling, self.candidates = perturbation_sampling, candidates
-        self.var_threshold = var_threshold
+        self.cfg, self.rounds = cfg, rounds
+        self.warmup = max(1, math.ceil(rounds * cfg.warmup_ratio))
 
     def learning_rate(self, round: int) -> float:
         """η_t: linear warm-up to η over T_w rounds, then linear decay to 0 at the last round."""
         t = round - 1
         if t < self.warmup:
-            return self.server_lr * (t + 1) / self.warmup
-        return self.server_lr * (self.rounds - t) / max(1, self.rounds - self.warmup)
+            return self.cfg.server_lr * (t + 1) / self.warmup
+        return self.cfg.server_lr * (self.rounds - t) / max(1, self.rounds - self.warmup)
 
     # server half
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
@@ -91,7 +91,7 @@ class FwdLLM(Algorithm):
         total = {k: server.tensors[CACHE + k] + sum(u.tensors[k] for u in uploads.values()) for k in theta}
         n = float(server.scalars[CACHED_N]) + sum(float(u.scalars[NUM_EXAMPLES]) for u in uploads.values())
         variance = max(float(u.scalars[VARIANCE]) for u in uploads.values())
-        if self.var_threshold is not None and variance > self.var_threshold:  # revert; pool with next round
+        if self.cfg.var_threshold is not None and variance > self.cfg.var_threshold:  # revert; pool with next round
             cache = {CACHE + k: v for k, v in total.items()}
             return Record({**server.tensors, **cache}, {CACHED_N: n})
         grad = {k: v / n for k, v in total.items()}
@@ -108,16 +108,16 @@ class FwdLLM(Algorithm):
     def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
         theta = {k: v for k, v in download.tensors.items() if not k.startswith(GRAD)}
         previous = {k: download.tensors[GRAD + k] for k in theta}
-        learner, gen = ctx.learner, ctx.generator
+        learner, gen, h = ctx.learner, ctx.generator, self.cfg.h
         fit = learner.fit({**theta, **state.tensors}, self.param_groups(list(state.tensors)), self.local.steps, gen)
         head = {k: fit.params[k] for k in state.tensors if k.startswith(HEAD_PREFIX)}
         estimates = []
         with torch.no_grad():
             for rows in learner.batches(self.local.steps, gen):
                 v = self._perturbation(previous, gen)
-                plus = learner.loss({k: theta[k] + self.h * v[k] for k in theta} | head, rows)
-                minus = learner.loss({k: theta[k] - self.h * v[k] for k in theta} | head, rows)
-                jvp = (plus - minus) / (2 * self.h)
+                plus = learner.loss({k: theta[k] + h * v[k] for k in theta} | head, rows)
+                minus = learner.loss({k: theta[k] - h * v[k] for k in theta} | head, rows)
+                jvp = (plus - minus) / (2 * h)
                 estimates.append({k: jvp * v[k] for k in theta})
         total = {k: sum(e[k] for e in estimates) for k in theta}
         return ClientUpdate(
@@ -128,8 +128,10 @@ class FwdLLM(Algorithm):
 
     def _perturbation(self, previous: Mapping[str, Tensor], gen: torch.Generator) -> dict[str, Tensor]:
         """A Gaussian direction; with sampling, the candidate best aligned with the previous global gradient."""
-        draws = [{k: torch.randn(v.shape, generator=gen) for k, v in previous.items()} for _ in range(self.candidates)]
-        if not self.perturbation_sampling or all(float(v.abs().sum()) == 0 for v in previous.values()):
+        draws = [
+            {k: torch.randn(v.shape, generator=gen) for k, v in previous.items()} for _ in range(self.cfg.candidates)
+        ]
+        if not self.cfg.perturbation_sampling or all(float(v.abs().sum()) == 0 for v in previous.values()):
             return draws[0]
         flat_prev = torch.cat([v.reshape(-1) for v in previous.values()])
         scores = [

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import torch
 from torch import Tensor
 
-from fedloom.backbone.lora import DEFAULT_SLOT, base_delta_key, lora_a_key, lora_b_key
+from fedloom.backbone.lora import DEFAULT_SLOT, base_delta_key, lora_a_key, lora_b_key, lora_scaling
 
 A_SUFFIX = f".lora_A.{DEFAULT_SLOT}.weight"
 
@@ -29,7 +29,7 @@ def zero_base_deltas(tensors: Mapping[str, Tensor]) -> dict[str, Tensor]:
 
 def delta_weight(A: Tensor, B: Tensor, alpha: float) -> Tensor:
     """ΔW = (α / r) · B A  [d_out, d_in] for A [r, d_in], B [d_out, r] (PEFT scaling, r = A's rank)."""
-    return (alpha / A.shape[0]) * (B @ A)
+    return lora_scaling(alpha, A.shape[0]) * (B @ A)
 
 
 def stack_loras(As: Sequence[Tensor], Bs: Sequence[Tensor], weights: Sequence[float]) -> tuple[Tensor, Tensor]:
@@ -53,7 +53,7 @@ def svd_factors(
     U, S, Vh = usv if usv is not None else torch.linalg.svd(W.double(), full_matrices=False)
     r = min(rank, S.numel())
     A = Vh[:r].float()
-    B = (U[:, :r] * S[:r]).float() / (alpha / rank)
+    B = (U[:, :r] * S[:r]).float() / lora_scaling(alpha, rank)
     if r < rank:  # pad to the requested shape with zero directions
         A = torch.cat([A, torch.zeros(rank - r, A.shape[1])])
         B = torch.cat([B, torch.zeros(B.shape[0], rank - r)], dim=1)
@@ -63,7 +63,11 @@ def svd_factors(
 def fresh_lora(
     paths_shapes: Mapping[str, tuple[int, int]], rank: int, generator: torch.Generator
 ) -> dict[str, Tensor]:
-    """A new default-slot LoRA (A kaiming-uniform, B = 0) for modules given as path → (d_out, d_in)."""
+    """A new default-slot LoRA (A kaiming-uniform, B = 0) for modules given as path → (d_out, d_in).
+
+    The law of `AdapterLayout.init_slot`, but A ÷ √d_in instead of A × (1/√d_in): the roundings differ,
+    so merging the two would change the runs of the methods using either.
+    """
     out = {}
     for path, (d_out, d_in) in paths_shapes.items():
         out[lora_a_key(path)] = (torch.rand(rank, d_in, generator=generator) * 2 - 1) / d_in**0.5

@@ -1,7 +1,7 @@
-"""Method names → algorithm objects, and the typed hyperparameters of every method.
+"""Method names → algorithm objects, and the ``methods:`` section of the run config.
 
-Adding a method: one module, one options class here (if it has hyperparameters), one line in
-``METHODS`` (builder + one-line summary), one row in the contract tests.
+Adding a method: one module (with its ``MethodConfig`` if it has hyperparameters), one field in
+``MethodOptions``, one line in ``METHODS`` (builder + one-line summary), one row in the contract tests.
 """
 
 from __future__ import annotations
@@ -10,26 +10,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from fedloom.algorithms.base import Algorithm, LocalTrainingConfig
-from fedloom.algorithms.ditto import Ditto
-from fedloom.algorithms.fdlora import FDLoRA
-from fedloom.algorithms.fedavg import FedAvg, Sharing
+from fedloom.algorithms.base import Algorithm, LocalTrainingConfig, MethodConfig
+from fedloom.algorithms.ditto import Ditto, DittoConfig
+from fedloom.algorithms.fdlora import FDLoRA, FDLoRAConfig
+from fedloom.algorithms.fedavg import FedAvg, FedAvgMConfig, FedPerConfig, FedProxConfig, Sharing
 from fedloom.algorithms.fedbiot import FedBiOT, FedBiOTConfig
-from fedloom.algorithms.feddpa import FedDPA
+from fedloom.algorithms.feddpa import FedDPA, FedDPAConfig
 from fedloom.algorithms.fedex import FedExLoRA
 from fedloom.algorithms.fedlease import FedLEASE, FedLEASEConfig
-from fedloom.algorithms.fedrep import FedRep
+from fedloom.algorithms.fedrep import FedRep, FedRepConfig
 from fedloom.algorithms.fedweave import FedWeave, FedWeaveConfig
 from fedloom.algorithms.flexlora import FlexLoRA
-from fedloom.algorithms.flora import FLoRA
-from fedloom.algorithms.fwdllm import FwdLLM
+from fedloom.algorithms.flora import FLoRA, RankConfig
+from fedloom.algorithms.fwdllm import FwdLLM, FwdLLMConfig
 from fedloom.algorithms.local import LocalOnly
 from fedloom.algorithms.privacy import PrivacyConfig
 from fedloom.algorithms.robust import RobustConfig
 from fedloom.algorithms.rpa import RPA, RPAConfig
-from fedloom.algorithms.scaffold import Scaffold
+from fedloom.algorithms.scaffold import Scaffold, ScaffoldConfig
 from fedloom.backbone.emulator import Aligner, emulator_of
 from fedloom.backbone.features import Ragged
 from fedloom.backbone.layout import TensorLayout
@@ -37,80 +35,20 @@ from fedloom.backbone.model import AdaptedLM
 from fedloom.errors import ConfigError
 
 
-class _Options(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class FedProxOptions(_Options):
-    mu: float = Field(0.01, ge=0, description="FedProx proximal weight μ")
-
-
-class FedAvgMOptions(_Options):
-    momentum: float = Field(0.9, ge=0, lt=1, description="FedAvgM server momentum β")
-    server_lr: float = Field(1.0, gt=0, description="FedAvgM server learning rate η_g")
-
-
-class ScaffoldOptions(_Options):
-    server_lr: float = Field(1.0, gt=0, description="SCAFFOLD global step size η_g")
-
-
-class FedPerOptions(_Options):
-    personal_layers: int = Field(1, ge=1, description="FedPer: LoRA of the top K_P adapted layers stays local")
-
-
-class FedRepOptions(_Options):
-    head_fraction: float = Field(0.5, gt=0, lt=1, description="FedRep: share of the step budget for the head phase")
-
-
-class DittoOptions(_Options):
-    lam: float = Field(0.1, ge=0, description="Ditto: pull λ of the personal adapter toward the global one")
-    personal_steps: int | None = Field(None, ge=1, description="Ditto: personal steps per round (None: train.steps)")
-
-
-class RankOptions(_Options):
-    ranks: list[int] | None = Field(None, description="heterogeneous client ranks, cycled over sorted client ids")
-
-
-class FedDPAOptions(_Options):
-    local_weight: float = Field(0.5, ge=0, le=1, description="FedDPA: weight a of the local adapter in training")
-    max_weight: float = Field(0.5, ge=0, le=1, description="FedDPA: w_max of the test-time weight λ(x)")
-    instances: int = Field(5, ge=1, description="FedDPA: local training instances behind λ(x)")
-    personal_steps: int | None = Field(None, ge=1, description="FedDPA: local-adapter steps (None: train.steps)")
-    uniform: bool = Field(True, description="FedDPA: uniform server average (as its code) instead of by n_k")
-
-
-class FDLoRAOptions(_Options):
-    outer_lr: float = Field(0.7, gt=0, description="FDLoRA: Nesterov outer learning rate")
-    outer_momentum: float = Field(0.9, ge=0, lt=1, description="FDLoRA: Nesterov outer momentum")
-    personal_steps: int | None = Field(None, ge=1, description="FDLoRA: personal steps (None: train.steps)")
-    fusion_samples: int = Field(32, ge=1, description="FDLoRA: local samples scoring AdaFusion")
-    fusion_evals: int = Field(20, ge=3, description="FDLoRA: Nelder-Mead loss evaluations")
-    l1: float = Field(0.05, ge=0, description="FDLoRA: L1 penalty on the fusion weights")
-
-
-class FwdLLMOptions(_Options):
-    server_lr: float = Field(0.01, gt=0, description="FwdLLM: peak server learning rate η")
-    h: float = Field(0.01, gt=0, description="FwdLLM: central-difference step")
-    warmup_ratio: float = Field(0.1, ge=0, le=1, description="FwdLLM: share of rounds warming η up")
-    perturbation_sampling: bool = Field(True, description="FwdLLM: align perturbations with the last gradient")
-    candidates: int = Field(10, ge=1, description="FwdLLM: Gaussian candidates per perturbation")
-    var_threshold: float | None = Field(None, gt=0, description="FwdLLM: revert-and-cache above this variance")
-
-
-class MethodOptions(_Options):
+class MethodOptions(MethodConfig):
     """Hyperparameters of the methods that have any (section = method name)."""
 
-    fedprox: FedProxOptions = FedProxOptions()
-    fedavgm: FedAvgMOptions = FedAvgMOptions()
-    scaffold: ScaffoldOptions = ScaffoldOptions()
-    fedper: FedPerOptions = FedPerOptions()
-    fedrep: FedRepOptions = FedRepOptions()
-    ditto: DittoOptions = DittoOptions()
-    flora: RankOptions = RankOptions()
-    flexlora: RankOptions = RankOptions()
-    feddpa: FedDPAOptions = FedDPAOptions()
-    fdlora: FDLoRAOptions = FDLoRAOptions()
-    fwdllm: FwdLLMOptions = FwdLLMOptions()
+    fedprox: FedProxConfig = FedProxConfig()
+    fedavgm: FedAvgMConfig = FedAvgMConfig()
+    scaffold: ScaffoldConfig = ScaffoldConfig()
+    fedper: FedPerConfig = FedPerConfig()
+    fedrep: FedRepConfig = FedRepConfig()
+    ditto: DittoConfig = DittoConfig()
+    flora: RankConfig = RankConfig()
+    flexlora: RankConfig = RankConfig()
+    feddpa: FedDPAConfig = FedDPAConfig()
+    fdlora: FDLoRAConfig = FDLoRAConfig()
+    fwdllm: FwdLLMConfig = FwdLLMConfig()
     fedbiot: FedBiOTConfig = FedBiOTConfig()
     rpa: RPAConfig = RPAConfig()
     fedweave: FedWeaveConfig = FedWeaveConfig()
@@ -185,7 +123,7 @@ METHODS: dict[str, Method] = {
         "FedProx: FedAvg with a proximal pull toward the global adapter in the local loss",
     ),
     "scaffold": Method(
-        lambda b: Scaffold(b.local, server_lr=b.options.scaffold.server_lr),
+        lambda b: Scaffold(b.local, b.options.scaffold),
         "SCAFFOLD: local steps corrected by control variates (option II)",
     ),
     "fedper": Method(
@@ -193,11 +131,11 @@ METHODS: dict[str, Method] = {
         "FedPer: the LoRA of the top adapted layers stays local",
     ),
     "fedrep": Method(
-        lambda b: FedRep(b.local, head_fraction=b.options.fedrep.head_fraction),
+        lambda b: FedRep(b.local, b.options.fedrep),
         "FedRep: local head phase, then shared body phase",
     ),
     "ditto": Method(
-        lambda b: Ditto(b.local, lam=b.options.ditto.lam, personal_steps=b.options.ditto.personal_steps),
+        lambda b: Ditto(b.local, b.options.ditto),
         "Ditto: a global adapter plus a personal one pulled toward it",
     ),
     "fedit": Method(
@@ -217,19 +155,19 @@ METHODS: dict[str, Method] = {
         "FedEx-LoRA: exact aggregation, the averaging residual folded into the frozen weight",
     ),
     "flora": Method(
-        lambda b: FLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flora.ranks),
+        lambda b: FLoRA(b.local, b.alpha, b.rank, b.options.flora),
         "FLoRA: stacked client LoRAs give the exact sum of updates; heterogeneous ranks",
     ),
     "flexlora": Method(
-        lambda b: FlexLoRA(b.local, alpha=b.alpha, rank=b.rank, ranks=b.options.flexlora.ranks),
+        lambda b: FlexLoRA(b.local, b.alpha, b.rank, b.options.flexlora),
         "FlexLoRA: SVD of the mean product redistributed to each client's rank",
     ),
     "feddpa": Method(
-        lambda b: FedDPA(b.local, **b.options.feddpa.model_dump()),
+        lambda b: FedDPA(b.local, b.options.feddpa),
         "FedDPA: global and local adapters mixed by test-time instance weights",
     ),
     "fdlora": Method(
-        lambda b: FDLoRA(b.local, **b.options.fdlora.model_dump()),
+        lambda b: FDLoRA(b.local, b.options.fdlora),
         "FDLoRA: personal + global LoRA with adaptive fusion (documented reconstruction)",
     ),
     "fedbiot": Method(
@@ -237,7 +175,7 @@ METHODS: dict[str, Method] = {
         "FedBiOT: adapter tuned on a layer-dropped emulator the server aligns on public text",
     ),
     "fwdllm": Method(
-        lambda b: FwdLLM(b.local, rounds=b.rounds, **b.options.fwdllm.model_dump()),
+        lambda b: FwdLLM(b.local, b.options.fwdllm, b.rounds),
         "FwdLLM: backprop-free forward gradients with variance control",
     ),
     "rpa": Method(

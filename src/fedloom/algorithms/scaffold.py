@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import torch
+from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -21,6 +22,7 @@ from fedloom.algorithms.base import (
     ClientUpdate,
     LocalContext,
     LocalTrainingConfig,
+    MethodConfig,
     Record,
 )
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
@@ -29,12 +31,16 @@ CONTROL = "control."
 NUM_CLIENTS = "num_clients"
 
 
+class ScaffoldConfig(MethodConfig):
+    server_lr: float = Field(1.0, gt=0, description="SCAFFOLD global step size η_g")
+
+
 class Scaffold(Algorithm):
     name = "scaffold"
 
-    def __init__(self, local: LocalTrainingConfig, server_lr: float = 1.0) -> None:
+    def __init__(self, local: LocalTrainingConfig, cfg: ScaffoldConfig) -> None:
         super().__init__(local)
-        self.server_lr = server_lr
+        self.cfg = cfg
 
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
         control = {CONTROL + k: torch.zeros_like(v) for k, v in shared_init.items()}
@@ -62,10 +68,10 @@ class Scaffold(Algorithm):
 
     def _step(self, server: Record, mean: Mapping[str, Tensor], k: int) -> Record:
         """x ← x + η_g · mean Δy;  c ← c + k/N · mean Δc  (option II, k of N clients contributed)."""
-        n = int(server.scalars[NUM_CLIENTS])
+        n, eta = int(server.scalars[NUM_CLIENTS]), self.cfg.server_lr
         out = dict(server.tensors)
         for key, value in mean.items():
-            out[key] = server.tensors[key] + (self.server_lr * value if not key.startswith(CONTROL) else k / n * value)
+            out[key] = server.tensors[key] + (eta * value if not key.startswith(CONTROL) else k / n * value)
         return Record(out, dict(server.scalars))
 
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:

@@ -41,6 +41,11 @@ def base_delta_key(path: str) -> str:
     return f"{path}.base_delta"
 
 
+def lora_scaling(alpha: float, rank: int) -> float:
+    """PEFT's LoRA scaling s = α / r: the adapter adds s · B A."""
+    return alpha / rank
+
+
 @dataclass(frozen=True)
 class LoraSpec:
     """Which linear layers get LoRA, and its rank / alpha / dropout. ``layers=None`` means all."""
@@ -52,7 +57,7 @@ class LoraSpec:
     layers: tuple[int, ...] | None = None
 
     def scaling(self, rank: int | None = None) -> float:
-        return self.alpha / (rank or self.rank)
+        return lora_scaling(self.alpha, rank or self.rank)
 
 
 @dataclass(frozen=True)
@@ -84,9 +89,6 @@ class AdapterLayout:
             entries.append((lora_a_key(m.path, slot), (r, m.d_in)))
             entries.append((lora_b_key(m.path, slot), (m.d_out, r)))
         return TensorLayout(tuple(entries))
-
-    def base_deltas(self) -> TensorLayout:
-        return TensorLayout(tuple((base_delta_key(m.path), (m.d_out, m.d_in)) for m in self.modules))
 
     def init_slot(
         self, generator: torch.Generator, slot: str = DEFAULT_SLOT, rank: int | None = None

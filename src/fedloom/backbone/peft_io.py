@@ -11,7 +11,7 @@ from peft import LoraConfig
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
-from fedloom.backbone.lora import DEFAULT_SLOT, AdapterLayout, lora_a_key, lora_b_key
+from fedloom.backbone.lora import DEFAULT_SLOT, AdapterLayout, lora_a_key, lora_b_key, lora_scaling
 from fedloom.errors import DataError
 
 PEFT_PREFIX = "base_model.model."
@@ -55,7 +55,7 @@ def import_peft(in_dir: Path, layout: AdapterLayout, slot: str = DEFAULT_SLOT) -
     if not weights.is_file():
         raise DataError(f"no {WEIGHTS_NAME} in {in_dir}; expected a PEFT adapter directory")
     config = LoraConfig.from_pretrained(str(in_dir))
-    if config.lora_alpha / config.r != layout.spec.scaling():
+    if lora_scaling(config.lora_alpha, config.r) != layout.spec.scaling():
         raise DataError(
             f"{in_dir}: adapter scaling alpha/r = {config.lora_alpha}/{config.r} differs from the configured "
             f"{layout.spec.alpha}/{layout.spec.rank}"

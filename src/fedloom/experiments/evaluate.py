@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fedloom.algorithms.base import MethodConfig
 from fedloom.errors import ConfigError
 from fedloom.experiments.config import RunConfig, load_config, settings
 from fedloom.experiments.methods import build_method
@@ -22,7 +23,7 @@ RUN_SETTINGS = ("data.data_dir",)  # where this machine keeps the data may diffe
 def evaluation_settings(cfg: RunConfig) -> tuple[str, ...]:
     """The dotted keys `evaluate_run` may change for this run's method."""
     section = getattr(cfg.methods, cfg.method, None)  # the method's settings, where it has any
-    declared = getattr(type(section), "evaluation_settings", ())
+    declared = section.evaluation_settings if isinstance(section, MethodConfig) else ()
     return (*(f"methods.{cfg.method}.{key}" for key in declared), *RUN_SETTINGS)
 
 

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 
 import numpy as np
 
+from fedloom.algorithms.participation import participation_rate, sample_size
 from fedloom.seeding import derive_seed
 
 
 def sample_clients(clients: Sequence[str], fraction: float, round: int, seed: int) -> list[str]:
     """``max(1, round(fraction · K))`` distinct clients, in their original order, fixed by (seed, round)."""
-    k = min(len(clients), max(1, math.floor(fraction * len(clients) + 0.5)))
+    k = sample_size(fraction, len(clients))
     if k == len(clients):
         return list(clients)
     rng = np.random.default_rng(derive_seed(seed, "sample", round))
@@ -24,6 +24,4 @@ def select_clients(
     clients: Sequence[str], fraction: float, clients_per_round: int | None, round: int, seed: int
 ) -> list[str]:
     """The round's participants: ``clients_per_round`` of them when set, else a ``fraction``."""
-    if clients_per_round is not None:
-        fraction = min(1.0, clients_per_round / len(clients))
-    return sample_clients(clients, fraction, round, seed)
+    return sample_clients(clients, participation_rate(fraction, clients_per_round, len(clients)), round, seed)

@@ -16,15 +16,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fedloom.algorithms.base import NUM_EXAMPLES, LocalContext, LocalTrainingConfig, Record
-from fedloom.algorithms.ditto import PERSONAL, Ditto
+from fedloom.algorithms.ditto import PERSONAL, Ditto, DittoConfig
 from fedloom.algorithms.fedavg import MOMENTUM, FedAvg, Sharing
-from fedloom.algorithms.feddpa import INSTANCES, LOCAL_SLOT, FedDPA
+from fedloom.algorithms.feddpa import INSTANCES, LOCAL_SLOT, FedDPA, FedDPAConfig
 from fedloom.algorithms.fedex import fedex_aggregate
-from fedloom.algorithms.fedrep import FedRep
+from fedloom.algorithms.fedrep import FedRep, FedRepConfig
 from fedloom.algorithms.flexlora import FlexLoRA
-from fedloom.algorithms.flora import FLoRA
+from fedloom.algorithms.flora import FLoRA, RankConfig
 from fedloom.algorithms.lora_math import delta_weight, stack_loras, svd_factors
-from fedloom.algorithms.scaffold import CONTROL, Scaffold
+from fedloom.algorithms.scaffold import CONTROL, Scaffold, ScaffoldConfig
 from fedloom.backbone.lora import base_delta_key, lora_a_key, lora_b_key
 from fedloom.tasks.learner import FitResult
 
@@ -108,7 +108,7 @@ def test_fedprox_adds_the_proximal_term_on_shared_tensors():
 
 # SCAFFOLD option II (§1.5)
 def test_scaffold_control_variates_by_hand():
-    algo = Scaffold(LOCAL, server_lr=1.0)
+    algo = Scaffold(LOCAL, ScaffoldConfig(server_lr=1.0))
     theta = {"w": torch.tensor([1.0])}
     server = algo.init_server(theta, ["a", "b", "c", "d"])
     server = Record({"w": torch.tensor([1.0]), CONTROL + "w": torch.tensor([0.3])}, dict(server.scalars))
@@ -155,7 +155,7 @@ def test_sharing_rules(sharing, uploaded, kept, frozen):
 
 # FedRep (§1.7)
 def test_fedrep_trains_the_head_then_the_body():
-    algo = FedRep(LOCAL, head_fraction=0.75)
+    algo = FedRep(LOCAL, FedRepConfig(head_fraction=0.75))
     learner = FakeLearner()
     server = algo.init_server(adapter(), ["a"])
     algo.local_update(algo.configure(server, ["a"], 1)["a"], algo.init_client(adapter(), learner, None), ctx(learner))
@@ -167,7 +167,7 @@ def test_fedrep_trains_the_head_then_the_body():
 
 # Ditto (§1.8)
 def test_ditto_personal_objective_and_models():
-    algo = Ditto(LOCAL, lam=0.3, personal_steps=2)
+    algo = Ditto(LOCAL, DittoConfig(lam=0.3, personal_steps=2))
     learner = FakeLearner()
     server = algo.init_server(adapter(1.0), ["a"])
     state = algo.init_client(adapter(1.0), learner, None)
@@ -219,7 +219,7 @@ def test_flora_stacking_reproduces_the_weighted_sum_of_client_updates(ranks, see
 
 
 def test_flora_round_heterogeneous_ranks_and_fresh_restart():
-    algo = FLoRA(LOCAL, alpha=8.0, rank=2, ranks=[1, 3])
+    algo = FLoRA(LOCAL, alpha=8.0, rank=2, cfg=RankConfig(ranks=[1, 3]))
     server = algo.init_server(adapter(1.0), ["b", "a"])
     downloads = algo.configure(server, ["a", "b"], 1)
     assert (downloads["a"].scalars["rank"], downloads["b"].scalars["rank"]) == (1, 3)
@@ -252,7 +252,7 @@ def test_svd_factors_give_the_best_rank_r_approximation(r, seed):
 
 
 def test_flexlora_redistributes_the_average_to_each_rank():
-    algo = FlexLoRA(LOCAL, alpha=4.0, rank=2, ranks=[1, 2, 3])
+    algo = FlexLoRA(LOCAL, alpha=4.0, rank=2, cfg=RankConfig(ranks=[1, 2, 3]))
     server = algo.init_server(adapter(), ["a", "b", "c"])
     first = algo.configure(server, ["a", "b", "c"], 1)
     assert [first[c].tensors[lora_a_key(P0)].shape[0] for c in "abc"] == [1, 2, 3]
@@ -274,7 +274,7 @@ def test_flexlora_redistributes_the_average_to_each_rank():
 
 # FedDPA (§2.7)
 def test_feddpa_local_step_mixes_and_trains_only_the_local_adapter():
-    algo = FedDPA(LOCAL, local_weight=0.3)
+    algo = FedDPA(LOCAL, FedDPAConfig(local_weight=0.3))
     learner = FakeLearner()
     server = algo.init_server(adapter(1.0), ["a"])
     state = algo.init_client(adapter(1.0), learner, torch.Generator().manual_seed(0))
@@ -292,7 +292,7 @@ def test_feddpa_local_step_mixes_and_trains_only_the_local_adapter():
 
 
 def test_feddpa_test_time_weight_is_scaled_mean_cosine():
-    algo = FedDPA(LOCAL, max_weight=0.5)
+    algo = FedDPA(LOCAL, FedDPAConfig(max_weight=0.5))
     e_ref = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     e_x = torch.tensor([[1.0, 0.0], [1.0, 1.0]])
 
@@ -313,7 +313,7 @@ def test_feddpa_test_time_weight_is_scaled_mean_cosine():
 # FwdLLM (§2.10)
 def test_fwdllm_forward_gradient_is_unbiased_on_a_quadratic():
     """E[(∇L·v) v] = ∇L for v ~ N(0, I): the estimator's mean over many draws approaches the gradient."""
-    from fedloom.algorithms.fwdllm import FwdLLM
+    from fedloom.algorithms.fwdllm import FwdLLM, FwdLLMConfig
 
     target = {"w": torch.tensor([1.0, -2.0, 0.5])}
 
@@ -329,7 +329,7 @@ def test_fwdllm_forward_gradient_is_unbiased_on_a_quadratic():
         def loss(self, params, rows):
             return 0.5 * (params["w"] - target["w"]).pow(2).sum()
 
-    algo = FwdLLM(LocalTrainingConfig(steps=4000), rounds=10, h=1e-3, perturbation_sampling=False)
+    algo = FwdLLM(LocalTrainingConfig(steps=4000), FwdLLMConfig(h=1e-3, perturbation_sampling=False), rounds=10)
     theta = {"w": torch.zeros(3)}
     download = algo.configure(algo.init_server(theta, ["a"]), ["a"], 1)["a"]
     update = algo.local_update(download, Record({}), LocalContext(Quadratic(), 1, torch.Generator().manual_seed(0)))
@@ -339,9 +339,9 @@ def test_fwdllm_forward_gradient_is_unbiased_on_a_quadratic():
 
 
 def test_fwdllm_server_step_schedule_and_variance_revert():
-    from fedloom.algorithms.fwdllm import CACHE, CACHED_N, GRAD, FwdLLM
+    from fedloom.algorithms.fwdllm import CACHE, CACHED_N, GRAD, FwdLLM, FwdLLMConfig
 
-    algo = FwdLLM(LOCAL, rounds=10, server_lr=1.0, warmup_ratio=0.2, var_threshold=0.5)
+    algo = FwdLLM(LOCAL, FwdLLMConfig(server_lr=1.0, warmup_ratio=0.2, var_threshold=0.5), rounds=10)
     assert [round(algo.learning_rate(t), 3) for t in (1, 2, 3, 10)] == [0.5, 1.0, 1.0, 0.125]
     server = algo.init_server({"w": torch.tensor([1.0])}, ["a"])
     noisy = {"a": Record({"w": torch.tensor([4.0])}, {NUM_EXAMPLES: 2, "variance": 0.9})}

@@ -6,7 +6,11 @@ import random
 
 import numpy as np
 
-from fedloom.runtime.sampling import sample_clients
+from fedloom.algorithms.base import LocalTrainingConfig
+from fedloom.algorithms.fedavg import DP_RATE, FedAvg
+from fedloom.algorithms.participation import participation_rate
+from fedloom.algorithms.privacy import PrivacyConfig
+from fedloom.runtime.sampling import sample_clients, select_clients
 from fedloom.seeding import derive_seed
 
 CLIENTS = [f"c{i}" for i in range(10)]
@@ -17,6 +21,15 @@ def test_fraction_count_and_order():
     assert len(s) == 3 and s == sorted(s, key=CLIENTS.index)
     assert sample_clients(CLIENTS, 1.0, 1, 0) == CLIENTS
     assert len(sample_clients(CLIENTS, 0.01, 1, 0)) == 1
+
+
+def test_one_participation_rule_for_sampling_and_the_dp_rate():
+    """clients_per_round overrides fraction (capped at 1); the runtime samples and FedAvg's accountant reads it."""
+    assert participation_rate(0.3, None, 10) == 0.3
+    assert participation_rate(0.3, 4, 10) == 0.4 and participation_rate(0.3, 40, 10) == 1.0
+    assert len(select_clients(CLIENTS, 0.3, 4, round=1, seed=0)) == 4
+    dp = FedAvg(LocalTrainingConfig(), privacy=PrivacyConfig(clip=1.0), participation=(0.3, 4))
+    assert dp.init_server({}, CLIENTS).scalars[DP_RATE] == 0.4
 
 
 def test_deterministic_and_varies_by_round():

@@ -27,7 +27,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -39,6 +39,7 @@ from fedloom.algorithms.base import (
     Heatmap,
     LocalContext,
     LocalTrainingConfig,
+    MethodConfig,
     Record,
     RunReport,
     UploadSpec,
@@ -57,10 +58,9 @@ STAGE, DISCOVER, TRAIN = "stage", "discover", "train"
 EXPERTS, BUCKETS, BUCKET = "experts", "buckets", "bucket"
 
 
-class FedWeaveConfig(BaseModel):
+class FedWeaveConfig(MethodConfig):
     """FedWeave: defaults from seed 002 §4 and specs/fedweave.md."""
 
-    model_config = ConfigDict(extra="forbid")
     # read only when a finished model is evaluated: `fedloom evaluate` may change them without training
     evaluation_settings: ClassVar[tuple[str, ...]] = ("inference",)
 

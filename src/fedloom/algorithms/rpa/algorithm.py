@@ -49,7 +49,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -61,6 +61,7 @@ from fedloom.algorithms.base import (
     Heatmap,
     LocalContext,
     LocalTrainingConfig,
+    MethodConfig,
     Record,
     RunReport,
     UploadSpec,
@@ -91,10 +92,9 @@ RESIDUAL, ROUTE, LAST_RESIDUAL, PIECES = "residual", "route", "last_residual", "
 PROJECTION, HISTORY = "projection", "projection_history"  # the learned projection's W and its data
 
 
-class RPAConfig(BaseModel):
+class RPAConfig(MethodConfig):
     """Routed prototype adapters: defaults from seed 000 §4.1 and specs/rpa.md."""
 
-    model_config = ConfigDict(extra="forbid")
     # read only when a finished model is evaluated: `fedloom evaluate` may change them without training
     evaluation_settings: ClassVar[tuple[str, ...]] = ("eval_residual",)
 

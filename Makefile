@@ -34,6 +34,8 @@ style: setup
 quality: setup
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 bench: setup
 	$(BIN)/python benchmarks/backbone.py

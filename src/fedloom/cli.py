@@ -95,6 +95,10 @@ def run(
     resume: Annotated[
         Path | None, typer.Option(help="continue the run in this directory from its newest checkpoint")
     ] = None,
+    init_adapter: Annotated[
+        Path | None, typer.Option(help="start from this PEFT LoRA adapter (sets adapter.init_from)")
+    ] = None,
+    data_dir: DataDirOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Run one federated experiment and write its run directory."""
@@ -111,7 +115,10 @@ def run(
         config, out = resume / "config.yaml", resume
         if not config.is_file():
             raise ConfigError(f"--resume {resume}: no config.yaml there; is it a fedloom run directory?")
-    cfg = load_config(config, flags, set_)
+    overrides = _with_data_dir(set_, data_dir)
+    if init_adapter is not None:
+        overrides.append(f"adapter.init_from={init_adapter.resolve()}")
+    cfg = load_config(config, flags, overrides)
     with _progress() as progress:
         ws = prepare_workspace(cfg, progress)
         summary = run_method(cfg, ws, out, progress, resume=resume is not None)
@@ -156,6 +163,7 @@ def compare(
 @app.command()
 def evaluate(
     run_dir: Annotated[Path, typer.Argument(help="a finished in-process run directory")],
+    data_dir: DataDirOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Evaluate a finished run's last checkpoint again with evaluation-time settings changed
@@ -167,7 +175,7 @@ def evaluate(
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir}: no config.yaml there; is it a fedloom run directory?")
     with _progress() as progress:
-        result = evaluate_run(run_dir, set_ or [], progress)
+        result = evaluate_run(run_dir, _with_data_dir(set_, data_dir), progress)
     rows = [
         [k, f"{v:.4g}"]
         for k, v in result["metrics"].items()
@@ -189,6 +197,7 @@ def flower_sim(
     seed: SeedOpt = None,
     out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/flower-sim"),
     workers: Annotated[int, typer.Option(min=1, help="ClientApp processes (Ray actors) running at once")] = 1,
+    data_dir: DataDirOpt = None,
     set_: SetOpt = None,
 ) -> None:
     """Run one method on Flower's simulation engine (one SuperNode per client); same run directory as `run`."""
@@ -203,7 +212,7 @@ def flower_sim(
     from fedloom.experiments.workspace import prepare_workspace
 
     flags = {"method": method, "dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
-    cfg = load_config(config, flags, set_)
+    cfg = load_config(config, flags, _with_data_dir(set_, data_dir))
     with _progress() as progress:  # warms the on-disk caches the ClientApps read
         clients = len(prepare_workspace(cfg, progress).learners)
     result: dict = {}

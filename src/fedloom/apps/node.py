@@ -8,7 +8,6 @@ import yaml
 from fedloom.experiments.config import RunConfig, config_digest
 from fedloom.experiments.methods import build_method
 from fedloom.experiments.workspace import prepare_workspace
-from fedloom.runtime.communication import wire_dtype
 from fedloom.runtime.flower.node import Federation, Node, NodeConfig
 
 KEEP = 2  # runs a process keeps built (backbone + partitions), newest first
@@ -27,8 +26,9 @@ def federation(config: str, node: NodeConfig) -> Federation:
             _BUILT.pop(next(iter(_BUILT)))
         ws = prepare_workspace(cfg)
         algorithm = build_method(cfg, ws.lm, server=False)
-        wire = wire_dtype(cfg.federation.wire_dtype)
-        _BUILT[key] = Federation(algorithm, ws.learners, ws.shared_init, cfg.seed, wire, ws.table.synthetic)
+        _BUILT[key] = Federation(
+            algorithm, ws.learners, ws.shared_init, cfg.seed, cfg.federation.wire, ws.table.synthetic
+        )
     return _BUILT[key]
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fedloom.algorithms.base import LocalTrainingConfig
 from fedloom.algorithms.privacy import PrivacyConfig
-from fedloom.algorithms.registry import METHODS, MethodOptions
+from fedloom.algorithms.registry import FEDAVG_FAMILY, METHODS, MethodOptions
 from fedloom.algorithms.robust import RobustConfig
 from fedloom.backbone.loading import known_backbones
 from fedloom.backbone.lora import LoraSpec
@@ -51,6 +51,7 @@ class AdapterConfig(_Strict):
     layers: Literal["all"] | int | list[int] = Field(
         2, description='"all", the number of top layers, or explicit layer indices'
     )
+    init_from: str | None = Field(None, description="start from this PEFT LoRA adapter directory (None: PEFT's init)")
 
     def spec(self, num_layers: int) -> LoraSpec:
         if self.layers == "all":
@@ -89,8 +90,16 @@ class RunConfig(_Strict):
     methods: MethodOptions = MethodOptions()
     generation: GenerationConfig = GenerationConfig()
     portfolio: PortfolioConfig = PortfolioConfig()
-    privacy: PrivacyConfig = PrivacyConfig()
-    robust: RobustConfig = RobustConfig()
+    privacy: PrivacyConfig = Field(PrivacyConfig(), description="client-level DP on uploads (FedAvg family only)")
+    robust: RobustConfig = Field(RobustConfig(), description="robust aggregation rule (FedAvg family only)")
+
+    @model_validator(mode="after")
+    def _defences_fit_the_method(self) -> RunConfig:
+        defended = self.privacy.clip is not None or self.robust.rule != "mean"
+        if defended and self.method not in FEDAVG_FAMILY:
+            raise ValueError(f"privacy.clip and robust.rule apply to the FedAvg family ({', '.join(FEDAVG_FAMILY)}); "
+                             f"{self.method!r} aggregates differently")  # fmt: skip
+        return self
 
     @field_validator("method")
     @classmethod

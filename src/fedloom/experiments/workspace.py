@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,6 +20,7 @@ from fedloom.algorithms.base import Audit
 from fedloom.backbone.features import FrozenFeatures, Ragged, cached_features, cached_ragged
 from fedloom.backbone.loading import cache_root, load_backbone
 from fedloom.backbone.model import AdaptedLM
+from fedloom.backbone.peft_io import import_peft
 from fedloom.data.partition import client_views, partition_table
 from fedloom.data.prompts import tokenize_instructions, tokenize_prompts, uses_numeric_side_channel
 from fedloom.data.registry import Table, load_dataset
@@ -58,7 +60,10 @@ def load_adapted(cfg: RunConfig) -> AdaptedLM:
 
 
 def shared_init(cfg: RunConfig, lm: AdaptedLM) -> dict[str, Tensor]:
-    """The adapter initialization every party derives from the run seed alone."""
+    """The adapter initialization every party derives from the run seed alone, or reads from the
+    PEFT adapter ``adapter.init_from`` (every party needs the same directory)."""
+    if cfg.adapter.init_from is not None:
+        return import_peft(Path(cfg.adapter.init_from).expanduser(), lm.layout)
     return lm.layout.init_slot(generator(cfg.seed, "adapter-init"))
 
 

@@ -1,1 +1,2 @@
-"""Runtimes that carry algorithm messages: the in-process simulation (default) and, later, Flower."""
+"""Runtimes that carry algorithm messages: the in-process simulation (the default) and Flower
+(`fedloom.runtime.flower`: its simulation engine and SuperLink / SuperNode deployment)."""

@@ -13,15 +13,8 @@ from collections import Counter
 import torch
 
 from fedloom.algorithms.base import Record
-from fedloom.errors import ConfigError
 
 WIRE_DTYPES = {"bfloat16": torch.bfloat16, "float32": torch.float32}
-
-
-def wire_dtype(name: str) -> torch.dtype:
-    if name not in WIRE_DTYPES:
-        raise ConfigError(f"wire dtype {name!r} not supported; choose one of {sorted(WIRE_DTYPES)}")
-    return WIRE_DTYPES[name]
 
 
 def transmit(record: Record, dtype: torch.dtype) -> Record:

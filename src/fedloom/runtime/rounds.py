@@ -22,7 +22,7 @@ from fedloom.errors import ConfigError, UploadError
 from fedloom.metrics.federated import higher_is_better, macro_mean, weighted_mean, worst_quartile_mean
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
-from fedloom.runtime.communication import bytes_by_group, transmit, wire_dtype
+from fedloom.runtime.communication import WIRE_DTYPES, bytes_by_group, transmit
 from fedloom.runtime.sampling import select_clients
 from fedloom.runtime.secure import SecureAggregationConfig, masked_bytes
 from fedloom.runtime.validation import validate_upload
@@ -47,6 +47,11 @@ class FederationConfig(BaseModel):
         3600.0, gt=0, description="Flower: seconds to wait for a round's replies; stragglers are left out"
     )
     secure_aggregation: SecureAggregationConfig = Field(default_factory=SecureAggregationConfig)
+
+    @property
+    def wire(self) -> torch.dtype:
+        """The dtype floating tensors travel (and are counted) in."""
+        return WIRE_DTYPES[self.wire_dtype]
 
 
 @dataclass
@@ -158,7 +163,7 @@ class Runtime:
                 "federation.max_update_norm checks each upload, which secure aggregation hides; "
                 "bound the updates on the clients instead (privacy.clip)"
             )
-        self.wire = wire_dtype(cfg.wire_dtype)
+        self.wire = cfg.wire
         self.progress = progress or SilentProgress()
 
     def run(

@@ -13,7 +13,7 @@ import torch
 
 from fedloom.algorithms.base import Algorithm, ClientUpdate, LocalContext, Record
 from fedloom.progress import Progress, SilentProgress
-from fedloom.runtime.communication import transmit, wire_dtype
+from fedloom.runtime.communication import transmit
 from fedloom.runtime.rounds import (
     EVAL_SPLITS,
     ClientResult,
@@ -113,7 +113,7 @@ class InProcessRuntime(Runtime):
     ) -> None:
         progress = progress or SilentProgress()
         clip = cfg.secure_aggregation.clipping_range
-        pool = InProcessClients(algorithm, learners, seed, wire_dtype(cfg.wire_dtype), progress, clip)
+        pool = InProcessClients(algorithm, learners, seed, cfg.wire, progress, clip)
         super().__init__(algorithm, pool, cfg, seed, progress)
         self.learners = pool.learners
 

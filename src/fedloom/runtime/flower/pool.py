@@ -17,7 +17,6 @@ from flwr.serverapp import Grid
 
 from fedloom.algorithms.base import Record
 from fedloom.errors import ConfigError
-from fedloom.runtime.communication import wire_dtype
 from fedloom.runtime.flower.node import DOWNLOAD, RUN, SERVER
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from fedloom.runtime.flower.secure import SECONDS, secure_round
@@ -45,7 +44,7 @@ class FlowerClients:
     ) -> None:  # fmt: skip
         """``config``: the run's configuration as YAML, sent to every node with every message."""
         self.grid, self.config, self.federation, self.run_key = grid, config, federation, run_key
-        self.wire = wire_dtype(federation.wire_dtype)
+        self.wire = federation.wire
         self.timeout, self.connect_timeout = federation.round_timeout, connect_timeout
         self.nodes: dict[str, int] = {}
         self.info: dict[str, dict[str, Any]] = {}

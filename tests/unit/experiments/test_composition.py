@@ -118,3 +118,19 @@ def test_workspace_labels_each_client_by_its_most_common_group():
     assert groups == {c: c for c in ws.learners}  # sector partition: a client is its sector
     audit = ws.audit()
     assert audit.tasks is None and audit.client_groups == groups and audit.learners is ws.learners
+
+
+def test_a_run_can_start_from_a_peft_adapter(tmp_path):
+    """`adapter.init_from` (`fedloom run --init-adapter`) replaces the seeded init with the adapter's tensors."""
+    import torch
+
+    from fedloom.backbone.peft_io import export_peft
+    from fedloom.experiments.workspace import load_adapted, shared_init
+
+    cfg = small_config()
+    lm = load_adapted(cfg)
+    trained = {k: torch.randn_like(v) for k, v in shared_init(cfg, lm).items()}
+    export_peft(trained, lm.layout, tmp_path / "adapter", base_model=cfg.backbone)
+    loaded = shared_init(small_config(**{"adapter.init_from": str(tmp_path / "adapter")}), lm)
+    assert loaded.keys() == trained.keys()
+    assert all(torch.equal(loaded[k], trained[k]) for k in trained)

@@ -134,7 +134,7 @@ class LocalContext:
 class Algorithm(ABC):
     """Server and client halves of one federated method."""
 
-    name: ClassVar[str]
+    name: str  # each subclass sets it on the class; FedAvg may override it per instance
 
     def __init__(self, local: LocalTrainingConfig) -> None:
         self.local = local

@@ -12,6 +12,7 @@ v_k; global evaluation uses w with the global-track head.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import cast
 
 import torch
 from pydantic import Field
@@ -56,7 +57,7 @@ class Ditto(FedAvg):
         anchor = dict(download.tensors)
 
         def prox(p: Mapping[str, Tensor]) -> Tensor:  # λ/2 ‖v − wᵗ‖² on the adapter tensors
-            return 0.5 * self.cfg.lam * sum((p[k] - anchor[k]).pow(2).sum() for k in anchor)
+            return 0.5 * self.cfg.lam * cast(Tensor, sum((p[k] - anchor[k]).pow(2).sum() for k in anchor))
 
         v = self._personal(state)
         fit_v = ctx.learner.fit(v, self.param_groups(list(v)), self.personal_steps, ctx.generator, regularizer=prox)

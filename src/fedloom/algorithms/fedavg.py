@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import torch
 from pydantic import Field
@@ -176,7 +176,7 @@ class FedAvg(Algorithm):
         if self.prox_mu:  # §1.4: μ/2 Σ ‖θ − θᵗ‖² over the shared tensors, on live parameters
 
             def regularizer(p: Mapping[str, Tensor]) -> Tensor:
-                return 0.5 * self.prox_mu * sum((p[k] - anchor[k]).pow(2).sum() for k in anchor)
+                return 0.5 * self.prox_mu * cast(Tensor, sum((p[k] - anchor[k]).pow(2).sum() for k in anchor))
 
         fit = ctx.learner.fit(params, self.param_groups(trainable), self.local.steps, ctx.generator, regularizer)
         shared = {k: fit.params[k] for k in download.tensors}

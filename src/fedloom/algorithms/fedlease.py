@@ -24,7 +24,7 @@ bank mixes experts per sample.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -112,8 +112,8 @@ class FedLEASE(Algorithm):
             if not members:
                 continue
             for key in self._own_layout(g).keys:  # uniform mean over the cluster, as the code
-                out[key] = sum(u.tensors[key] for u in members) / len(members)
-            out[f"{ROUTER}/{g}"] = sum(u.tensors[ROUTER] for u in members) / len(members)
+                out[key] = cast(Tensor, sum(u.tensors[key] for u in members)) / len(members)
+            out[f"{ROUTER}/{g}"] = cast(Tensor, sum(u.tensors[ROUTER] for u in members)) / len(members)
         return Record(out, scalars)
 
     def _cluster(self, uploads: Mapping[str, Record]) -> Record:
@@ -146,6 +146,7 @@ class FedLEASE(Algorithm):
                 dict(state.tensors), self.param_groups(list(state.tensors)), self.local.steps, ctx.generator
             )
             lora = {k: fit.params[k] for k in self.layout.keys}
+            assert learner.features.embedding is not None  # the workspace always computes the frozen embedding
             scalars = {NUM_EXAMPLES: learner.num_train, "embedding_dim": int(learner.features.embedding.shape[1])}
             upload = Record(lora, scalars) if download.scalars["upload"] else Record()
             return ClientUpdate(upload, Record(fit.params), {"train_loss": fit.loss})
@@ -154,9 +155,9 @@ class FedLEASE(Algorithm):
         trainable = [*self._own_layout(g).keys, ROUTER, *head]
         mixture = self.mixture(int(download.scalars[CLUSTERS]), g)
         fit = learner.fit(params, self.param_groups(trainable), self.local.steps, ctx.generator, mixture=mixture)
-        upload = {k: fit.params[k] for k in (*self._own_layout(g).keys, ROUTER)}
+        shared = {k: fit.params[k] for k in (*self._own_layout(g).keys, ROUTER)}
         return ClientUpdate(
-            Record(upload, {NUM_EXAMPLES: learner.num_train}),
+            Record(shared, {NUM_EXAMPLES: learner.num_train}),
             Record({k: fit.params[k] for k in head}),
             {"train_loss": fit.loss},
         )
@@ -170,6 +171,7 @@ class FedLEASE(Algorithm):
 
     def mixture(self, experts: int, own: int) -> Mixture:
         def weights(learner: Learner, params: Mapping[str, Tensor], rows: np.ndarray) -> Tensor:
+            assert learner.features.embedding is not None  # the workspace always computes the frozen embedding
             logits = learner.features.embedding[torch.as_tensor(rows)] @ params[ROUTER].T
             return expert_weights(logits, experts, own)
 

@@ -11,6 +11,7 @@ B = 0), drawn from a generator seeded by the rank so every party derives the sam
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -73,12 +74,15 @@ class FlexLoRA(FedAvg):
         if not uploads:
             return server
         ups = list(uploads.values())
-        total = float(sum(u.scalars[NUM_EXAMPLES] for u in ups))
+        total = float(sum(cast(float, u.scalars[NUM_EXAMPLES]) for u in ups))
         out = {k: v for k, v in server.tensors.items() if not k.startswith("init")}
         for path in module_paths(ups[0].tensors):
             a, b = lora_a_key(path), lora_b_key(path)
-            out[path + GLOBAL] = sum(
-                float(u.scalars[NUM_EXAMPLES]) / total * delta_weight(u.tensors[a], u.tensors[b], self.alpha)
-                for u in ups
+            out[path + GLOBAL] = cast(
+                Tensor,
+                sum(
+                    float(u.scalars[NUM_EXAMPLES]) / total * delta_weight(u.tensors[a], u.tensors[b], self.alpha)
+                    for u in ups
+                ),
             )
         return Record(out, dict(server.scalars))

@@ -13,6 +13,7 @@ that skipped rounds is never out of date. s_k = α / r_k (PEFT's convention; the
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import torch
 from pydantic import Field
@@ -69,7 +70,7 @@ class FLoRA(Algorithm):
         if not uploads:
             return server
         ups = list(uploads.values())
-        total = float(sum(u.scalars[NUM_EXAMPLES] for u in ups))
+        total = float(sum(cast(float, u.scalars[NUM_EXAMPLES]) for u in ups))
         out = dict(server.tensors)
         for path in base_delta_shapes(server.tensors):
             As = [u.tensors[lora_a_key(path)] for u in ups]

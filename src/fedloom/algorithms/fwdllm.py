@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -119,7 +120,7 @@ class FwdLLM(Algorithm):
                 minus = learner.loss({k: theta[k] - h * v[k] for k in theta} | head, rows)
                 jvp = (plus - minus) / (2 * h)
                 estimates.append({k: jvp * v[k] for k in theta})
-        total = {k: sum(e[k] for e in estimates) for k in theta}
+        total = {k: cast(Tensor, sum(e[k] for e in estimates)) for k in theta}
         return ClientUpdate(
             upload=Record(total, {NUM_EXAMPLES: len(estimates), VARIANCE: half_variance(estimates)}),
             state=Record(head),
@@ -150,6 +151,8 @@ def half_variance(estimates: Sequence[Mapping[str, Tensor]]) -> float:
         return 0.0
     half = len(estimates) // 2
     keys = list(estimates[0])
-    first = torch.cat([sum(e[k] for e in estimates[:half]).reshape(-1) / half for k in keys])
-    second = torch.cat([sum(e[k] for e in estimates[half:]).reshape(-1) / (len(estimates) - half) for k in keys])
+    first = torch.cat([cast(Tensor, sum(e[k] for e in estimates[:half])).reshape(-1) / half for k in keys])
+    second = torch.cat(
+        [cast(Tensor, sum(e[k] for e in estimates[half:])).reshape(-1) / (len(estimates) - half) for k in keys]
+    )
     return float(torch.stack([first, second]).var(dim=0).mean())

@@ -11,7 +11,7 @@ A weighted mean lets one client move the model arbitrarily far. Two standard def
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import torch
 from pydantic import BaseModel, ConfigDict, Field
@@ -46,7 +46,7 @@ def trimmed_mean(values: Sequence[Mapping[str, Tensor]], trim_fraction: float) -
 
 def clip_update(update: Mapping[str, Tensor], bound: float) -> dict[str, Tensor]:
     """Scale a whole update (all its tensors as one vector) to L2 norm ≤ ``bound``."""
-    norm = torch.sqrt(sum(v.double().pow(2).sum() for v in update.values()))
+    norm = torch.sqrt(cast(Tensor, sum(v.double().pow(2).sum() for v in update.values())))
     scale = min(1.0, bound / float(norm)) if norm > 0 else 1.0
     return {k: v * scale for k, v in update.items()}
 

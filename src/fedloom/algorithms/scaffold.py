@@ -10,6 +10,7 @@ Control variates c (server) and c_i (client) correct every local step; with Adam
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import torch
 from pydantic import Field
@@ -53,7 +54,9 @@ class Scaffold(Algorithm):
         if not uploads:
             return server
         # uploads carry Δy under the adapter keys and Δc under control keys
-        mean = {key: sum(u.tensors[key] for u in uploads.values()) / len(uploads) for key in server.tensors}
+        mean = {
+            key: cast(Tensor, sum(u.tensors[key] for u in uploads.values())) / len(uploads) for key in server.tensors
+        }
         return self._step(server, mean, len(uploads))
 
     # Secure aggregation: both server updates are plain means, so each client weighs in with 1 and

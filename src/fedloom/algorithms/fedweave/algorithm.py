@@ -193,6 +193,7 @@ class FedWeave(Algorithm):
     def _discover(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
         """Stage 1: buckets from frozen embeddings, one warmup LoRA per bucket from the shared init."""
         learner, rows = ctx.learner, ctx.learner.data.train
+        assert learner.features.embedding is not None  # the workspace always computes the frozen embedding
         embeddings = learner.features.embedding[torch.as_tensor(rows)].numpy()
         seed = derive_seed(self.seed, "buckets", learner.client_id) % 2**31
         cfg = self.cfg
@@ -229,6 +230,7 @@ class FedWeave(Algorithm):
         params = {**download.tensors, **head}
         groups = self._groups(list(params))
         if self.cfg.granularity == "prototype/prototype":  # router restarts at every bucket
+            losses: list[float]
             fit_params, endpoints, losses = dict(params), [], []
             for c, batches in per_bucket.items():
                 start = {**fit_params, **{k: v for k, v in download.tensors.items() if k.startswith(ROUTER)}}
@@ -283,6 +285,7 @@ class FedWeave(Algorithm):
     # helpers
     def mixture(self, experts: int, top_k: int | None) -> Mixture:
         def weights(learner: Learner, params: Mapping[str, Tensor], rows: np.ndarray) -> Tensor:
+            assert learner.features.embedding is not None  # the workspace always computes the frozen embedding
             return route(params, learner.features.embedding[torch.as_tensor(rows)])
 
         return Mixture(tuple(slot(m) for m in range(experts)), weights=weights, top_k=top_k)

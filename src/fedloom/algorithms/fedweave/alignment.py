@@ -9,6 +9,7 @@ silhouette-best. Experts start from the size-weighted mean of the warmup adapter
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import numpy as np
 import torch
@@ -48,4 +49,4 @@ def align(distances: np.ndarray, expert_counts: Sequence[int]) -> np.ndarray:
 def weighted_mean(tensors: Sequence[Mapping[str, Tensor]], weights: Sequence[float]) -> dict[str, Tensor]:
     """Size-weighted mean of adapters (the expert initialization)."""
     total = float(sum(weights))
-    return {k: sum(w / total * t[k] for t, w in zip(tensors, weights, strict=True)) for k in tensors[0]}
+    return {k: cast(Tensor, sum(w / total * t[k] for t, w in zip(tensors, weights, strict=True))) for k in tensors[0]}

@@ -21,7 +21,8 @@ def alignment_quality(
 ) -> dict[str, float]:
     """Local (buckets vs tasks per client, mean) and global (expert vs task) purity / NMI / ARI."""
     local: dict[str, list[float]] = {"purity": [], "nmi": [], "ari": []}
-    experts, truth = [], []
+    experts: list[int] = []
+    truth: list[Any] = []
     for cid, buckets in report["buckets"].items():
         rows, b = learners[cid].data.train, np.asarray(buckets)
         t = tasks[rows]
@@ -46,6 +47,7 @@ def task_expert_routing(
     """Mean router weight per (task, expert) over every client's test rows; rows normalized."""
     rows = np.concatenate([lrn.data.test for lrn in learners.values()])
     embedding = next(iter(learners.values())).features.embedding
+    assert embedding is not None  # the workspace always computes the frozen embedding
     with torch.no_grad():
         weights = route(router, embedding[torch.as_tensor(rows)]).numpy()
     names = sorted(set(tasks[rows]))

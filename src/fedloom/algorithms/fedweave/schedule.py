@@ -14,14 +14,14 @@ def allocate_steps(sizes: Sequence[int], budget: int) -> list[int]:
     >>> allocate_steps([30, 10, 0], 6)
     [4, 2, 0]
     """
-    sizes = np.asarray(sizes, dtype=float)
-    live = sizes > 0
+    counts = np.asarray(sizes, dtype=float)
+    live = counts > 0
     if budget < int(live.sum()):
         raise ValueError(f"a budget of {budget} steps cannot give each of {int(live.sum())} buckets one step")
     steps = live.astype(int)
     rest = budget - int(steps.sum())
     if rest:
-        share = rest * sizes / sizes.sum()
+        share = rest * counts / counts.sum()
         extra = np.floor(share).astype(int)
         order = np.argsort(-(share - extra), kind="stable")
         extra[order[: rest - int(extra.sum())]] += 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 from torch import Tensor
 
@@ -20,7 +21,7 @@ def naive_pieces(residual: Tensor, route: Tensor) -> Tensor:
 def aggregate_pieces(pieces: Sequence[Tensor], counts: Sequence[float]) -> Tensor:
     """Δ̄_m = (1/N_k) Σ_i n_i Δ_{i,m}  (eq. 22), as [M, d]."""
     total = float(sum(counts))
-    return sum(float(n) / total * p for p, n in zip(pieces, counts, strict=True))
+    return cast(Tensor, sum(float(n) / total * p for p, n in zip(pieces, counts, strict=True)))
 
 
 def refresh_accumulator(accumulator: Tensor, update: Tensor, momentum: float) -> Tensor:

@@ -106,7 +106,7 @@ def compute_features(
     """Run the frozen layers once over every sample (length-sorted batches to limit padding)."""
     need_prefix = lm.start_layer > 0
     order = np.argsort(tokens.lengths, kind="stable")
-    prefix_rows: list[Tensor | None] = [None] * len(tokens)
+    prefix_rows: dict[int, Tensor] = {}  # row → its frozen prefix states
     embedding = torch.zeros(len(tokens), lm.hidden_size) if with_embedding else None
     with torch.no_grad():
         for start in range(0, len(order), batch_size):
@@ -116,12 +116,12 @@ def compute_features(
             if need_prefix:
                 stored = hidden.cpu()
                 for b, i in enumerate(idx):
-                    prefix_rows[i] = stored[b, : int(mask[b].sum())].clone()
+                    prefix_rows[int(i)] = stored[b, : int(mask[b].sum())].clone()
             if embedding is not None:
                 embedding[torch.as_tensor(idx)] = lm.pooled_from_prefix(hidden, mask, None)
             if progress is not None:
                 progress(len(idx))
-    prefix = Ragged.from_rows(prefix_rows, lm.backbone.dtype) if need_prefix else None  # type: ignore[arg-type]
+    prefix = Ragged.from_rows([prefix_rows[i] for i in range(len(tokens))], lm.backbone.dtype) if need_prefix else None
     return FrozenFeatures(tokens, prefix, embedding)
 
 
@@ -176,7 +176,7 @@ def _save(folder: Path, features: FrozenFeatures) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
     try:
-        meta = {"prefix_dtype": None, "embedding": features.embedding is not None}
+        meta: dict[str, str | bool | None] = {"prefix_dtype": None, "embedding": features.embedding is not None}
         if features.prefix is not None:
             np.save(staging / "prefix.npy", features.prefix.values)
             np.save(staging / "offsets.npy", features.prefix.offsets)

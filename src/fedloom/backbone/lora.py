@@ -15,7 +15,7 @@ Keys follow PEFT's in-model names, e.g. ``model.layers.29.self_attn.q_proj.lora_
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -222,7 +222,7 @@ class AdapterBank:
             self._cell.binding = previous
 
 
-def _decoder_layers(model: nn.Module) -> Sequence[nn.Module]:
+def _decoder_layers(model: nn.Module) -> nn.ModuleList:
     inner = getattr(model, "model", None)
     layers = getattr(inner, "layers", None)
     if not isinstance(layers, nn.ModuleList):

@@ -12,10 +12,12 @@ from collections.abc import Sequence
 
 import torch
 from torch import Tensor
+from transformers import GenerationMixin
 from transformers.masking_utils import create_causal_mask
 
 from fedloom.backbone.loading import Backbone
 from fedloom.backbone.lora import AdapterBank, Binding, LoraSpec
+from fedloom.errors import ConfigError
 
 
 class AdaptedLM:
@@ -90,6 +92,9 @@ class AdaptedLM:
     @torch.no_grad()
     def generate(self, prompts: list[Tensor], binding: Binding | None, max_new_tokens: int) -> list[Tensor]:
         """Greedy continuations of left-padded prompts with the bound adapters (new tokens only)."""
+        model = self.model
+        if not isinstance(model, GenerationMixin):
+            raise ConfigError(f"backbone {self.backbone.identity!r} ({type(model).__name__}) cannot generate text")
         pad = self.backbone.tokenizer.pad_token_id
         width = max(len(p) for p in prompts)
         ids = torch.full((len(prompts), width), pad, dtype=torch.long)
@@ -98,7 +103,7 @@ class AdaptedLM:
             ids[i, width - len(p) :] = p
             mask[i, width - len(p) :] = 1
         with self.bank.bind(binding):
-            out = self.model.generate(
+            out = model.generate(
                 input_ids=ids.to(self.device),
                 attention_mask=mask.to(self.device),
                 max_new_tokens=max_new_tokens,

@@ -22,7 +22,7 @@ def peft_config(layout: AdapterLayout, base_model: str | None = None) -> LoraCon
     spec = layout.spec
     return LoraConfig(
         r=spec.rank,
-        lora_alpha=spec.alpha,
+        lora_alpha=spec.alpha,  # type: ignore[arg-type]  # PEFT annotates int but scales by any alpha / r
         lora_dropout=spec.dropout,
         target_modules=sorted(spec.targets),
         layers_to_transform=sorted({m.layer for m in layout.modules}),

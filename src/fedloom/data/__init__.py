@@ -5,7 +5,7 @@ Load a dataset by name with `fedloom.data.registry.load_dataset`; `fedloom data 
 
 from fedloom.data.partition import client_views, partition_by_group, partition_table
 from fedloom.data.prompts import PromptConfig, tokenize_instructions, tokenize_prompts
-from fedloom.data.schema import ClientData, SampleTable, TextTable
+from fedloom.data.schema import ClientData, SampleTable, Table, TextTable
 from fedloom.data.splits import chronological_split, table_splits
 from fedloom.data.synthetic import SyntheticMarketConfig, make_synthetic_market
 
@@ -14,6 +14,7 @@ __all__ = [
     "PromptConfig",
     "SampleTable",
     "SyntheticMarketConfig",
+    "Table",
     "TextTable",
     "chronological_split",
     "client_views",

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TypeVar, cast
 
 import numpy as np
 import pandas as pd
@@ -39,6 +40,7 @@ QLIB_NN_FEATURES = (
     "VSTD5", "RSQR60", "CORR60", "WVMA60", "STD5", "RSQR20", "CORD60", "CORD10", "CORR20", "KLOW",
 )  # fmt: skip
 Feature = Callable[["Bars"], pd.DataFrame]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -58,11 +60,11 @@ class Bars:
         wide = bars.pivot(index="date", columns="instrument", values=["open", "high", "low", "close", "volume"])
         return cls(*(wide[f].astype(float) for f in ("open", "high", "low", "close", "volume")))
 
-    def shared(self, key: tuple, compute: Callable[[], object]) -> object:
+    def shared(self, key: tuple, compute: Callable[[], T]) -> T:
         """``compute()`` once per key: BETA/RSQR/RESI share one regression, IMAX/IMXD one argmax."""
         if key not in self.memo:
             self.memo[key] = compute()
-        return self.memo[key]
+        return cast(T, self.memo[key])  # stored by compute() under this key
 
     @cached_property
     def prev_close(self) -> pd.DataFrame:
@@ -169,7 +171,7 @@ def _move_sums(b: Bars, field: str, d: int) -> tuple[pd.DataFrame, pd.DataFrame,
             _roll(change.abs(), d).sum(),
         )
 
-    return b.shared(("sums", field, d), compute)  # type: ignore[return-value]
+    return b.shared(("sums", field, d), compute)
 
 
 def _up_down(b: Bars, d: int) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -179,7 +181,7 @@ def _up_down(b: Bars, d: int) -> tuple[pd.DataFrame, pd.DataFrame]:
         up, down = (b.close > b.prev_close).astype(float), (b.close < b.prev_close).astype(float)
         return _roll(up, d).mean(), _roll(down, d).mean()
 
-    return b.shared(("updown", d), compute)  # type: ignore[return-value]
+    return b.shared(("updown", d), compute)
 
 
 def _rolling_family(d: int) -> dict[str, Feature]:
@@ -195,13 +197,13 @@ def _rolling_family(d: int) -> dict[str, Feature]:
         return (b.close / b.prev_close - 1).abs() * b.volume
 
     def reg(b: Bars) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
-        return b.shared(("reg", d), lambda: rolling_regression(b.close_scaled, d))  # type: ignore[return-value]
+        return b.shared(("reg", d), lambda: rolling_regression(b.close_scaled, d))
 
     def imax(b: Bars) -> pd.DataFrame:
-        return b.shared(("imax", d), lambda: rolling_argext(b.high, d, largest=True))  # type: ignore[return-value]
+        return b.shared(("imax", d), lambda: rolling_argext(b.high, d, largest=True))
 
     def imin(b: Bars) -> pd.DataFrame:
-        return b.shared(("imin", d), lambda: rolling_argext(b.low, d, largest=False))  # type: ignore[return-value]
+        return b.shared(("imin", d), lambda: rolling_argext(b.low, d, largest=False))
 
     return {
         f"ROC{d}": lambda b: b.close.shift(d) / b.close,
@@ -255,10 +257,20 @@ def _alpha360() -> dict[str, Feature]:
     out: dict[str, Feature] = {}
     for name, get in fields.items():
         for i in range(59, -1, -1):
-            out[f"{name}{i}"] = lambda b, f=get, i=i: f(b).shift(i) / b.close
+            out[f"{name}{i}"] = _lagged_price(get, i)
     for i in range(59, -1, -1):
-        out[f"VOLUME{i}"] = lambda b, i=i: b.volume.shift(i) / (b.volume + EPS)
+        out[f"VOLUME{i}"] = _lagged_volume(i)
     return out
+
+
+def _lagged_price(get: Feature, lag: int) -> Feature:
+    """A price field ``lag`` days ago over today's close (Alpha360's CLOSE/OPEN/HIGH/LOW columns)."""
+    return lambda b: get(b).shift(lag) / b.close
+
+
+def _lagged_volume(lag: int) -> Feature:
+    """Volume ``lag`` days ago over today's volume (Alpha360's VOLUME columns)."""
+    return lambda b: b.volume.shift(lag) / (b.volume + EPS)
 
 
 ALPHA158: dict[str, Feature] = _alpha158()

@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.data.files import dataset_dir
 from fedloom.data.posts import assign_rows, window_texts
-from fedloom.data.schema import SampleTable
+from fedloom.data.schema import Partition, SampleTable
 from fedloom.data.splits import SplitDates
 from fedloom.errors import DataError
 
@@ -117,7 +117,7 @@ def build_glt(
     )
 
 
-def _groups(instruments: pd.Series, sectors: pd.DataFrame | None, source: Path | str) -> tuple[pd.Series, str]:
+def _groups(instruments: pd.Series, sectors: pd.DataFrame | None, source: Path | str) -> tuple[pd.Series, Partition]:
     if sectors is None:
         return instruments, "dirichlet"
     mapping = dict(zip(sectors["ticker"], sectors["sector"], strict=True))

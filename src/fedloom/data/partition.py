@@ -15,10 +15,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from fedloom.data.schema import ClientData, Partition, SampleTable, TextTable
+from fedloom.data.schema import ClientData, Partition, Table
 from fedloom.errors import DataError
 
 MAX_DRAWS = 100
+# Why a table cannot take a partition it has no column for (see `Table.partition_columns`).
+_UNSUPPORTED = {
+    "sector": "partition 'sector' needs a financial table; {name!r} is a text dataset",
+    "dirichlet": "partition 'dirichlet' is over stock identities; for {name!r} use task_dirichlet",
+    "task_dirichlet": "partition 'task_dirichlet' needs a text table with a task column; got {name!r}",
+}
 
 
 def partition_by_group(groups: np.ndarray) -> dict[str, np.ndarray]:
@@ -80,7 +86,7 @@ def dirichlet_partition(
 
 
 def partition_table(
-    table: SampleTable | TextTable,
+    table: Table,
     method: Partition | str,
     num_clients: int,
     alpha: float,
@@ -93,7 +99,7 @@ def partition_table(
     without one are reported by `client_views`.
     """
     if method == "auto":
-        method = "task_dirichlet" if isinstance(table, TextTable) else table.default_partition
+        method = table.default_partition
     rng = np.random.default_rng([seed, 7219])
     required = None
     if train_rows is not None:
@@ -101,23 +107,18 @@ def partition_table(
         required[train_rows] = True
     if method in ("dirichlet", "task_dirichlet", "iid") and num_clients < 1:
         raise DataError(f"data.num_clients must be at least 1, got {num_clients}")
-    if method == "sector":
-        if isinstance(table, TextTable):
-            raise DataError(f"partition 'sector' needs a financial table; {table.name!r} is a text dataset")
-        return partition_by_group(table.frame["group"].to_numpy())
     if method == "iid":
         parts = iid_partition(len(table), num_clients, rng)
         _reject_empty(parts, required, method)
         return parts
-    if method == "dirichlet":
-        if isinstance(table, TextTable):
-            raise DataError(f"partition 'dirichlet' is over stock identities; for {table.name!r} use task_dirichlet")
-        return dirichlet_partition(table.frame["instrument"].to_numpy(), num_clients, alpha, rng, required)
-    if method == "task_dirichlet":
-        if not isinstance(table, TextTable):
-            raise DataError(f"partition 'task_dirichlet' needs a text table with a task column; got {table.name!r}")
-        return dirichlet_partition(table.frame["task"].to_numpy(), num_clients, alpha, rng, required)
-    raise DataError(f"unknown partition {method!r}; expected auto, sector, dirichlet, iid or task_dirichlet")
+    if method not in _UNSUPPORTED:
+        raise DataError(f"unknown partition {method!r}; expected auto, sector, dirichlet, iid or task_dirichlet")
+    if method not in table.partition_columns:
+        raise DataError(_UNSUPPORTED[method].format(name=table.name))
+    identities = table.frame[table.partition_columns[method]].to_numpy()
+    if method == "sector":
+        return partition_by_group(identities)
+    return dirichlet_partition(identities, num_clients, alpha, rng, required)
 
 
 def client_views(partition: dict[str, np.ndarray], splits: dict[str, np.ndarray]) -> list[ClientData]:

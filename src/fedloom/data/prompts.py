@@ -18,11 +18,12 @@ and the covariates stay in the table for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, cast
 
 import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
+from transformers import PreTrainedTokenizerBase
 
 from fedloom.backbone.features import Ragged
 from fedloom.data.schema import SampleTable, TextTable
@@ -54,7 +55,7 @@ def serialize_covariates(names: Sequence[str], values: Sequence[float], decimals
     return ", ".join(f"{n}={v:+.{decimals}f}" for n, v in zip(names, values, strict=True))
 
 
-def tokenize_prompts(table: SampleTable, tokenizer: object, cfg: PromptConfig) -> Ragged:
+def tokenize_prompts(table: SampleTable, tokenizer: PreTrainedTokenizerBase, cfg: PromptConfig) -> Ragged:
     """Token ids of every row's prompt (computed once per dataset; the ids key every later cache)."""
     frame = table.frame
     with_text = cfg.inputs != "structured"
@@ -78,13 +79,16 @@ def tokenize_prompts(table: SampleTable, tokenizer: object, cfg: PromptConfig) -
     return Ragged.from_rows(rows, torch.int64)
 
 
-def chat_prompt(tokenizer: object, user: str) -> str:
+def chat_prompt(tokenizer: PreTrainedTokenizerBase, user: str) -> str:
     """``user`` as one user turn in the backbone's chat template, ending where the assistant starts."""
     messages = [{"role": "user", "content": user}]
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)  # type: ignore[attr-defined]
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return cast(str, text)  # tokenize=False gives the text (typed as every return form)
 
 
-def tokenize_instructions(table: TextTable, tokenizer: object, max_tokens: int) -> tuple[Ragged, Ragged]:
+def tokenize_instructions(
+    table: TextTable, tokenizer: PreTrainedTokenizerBase, max_tokens: int
+) -> tuple[Ragged, Ragged]:
     """(prompt ids, response ids) per row: the prompt chat-formatted, the response followed by EOS.
 
     A prompt over ``max_tokens`` keeps its last ``max_tokens`` ids (the question's end and the
@@ -98,6 +102,6 @@ def tokenize_instructions(table: TextTable, tokenizer: object, max_tokens: int) 
     return Ragged.from_rows(prompts, torch.int64), Ragged.from_rows(responses, torch.int64)
 
 
-def _ids(tokenizer: object, text: str) -> list[int]:
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]  # type: ignore[operator]
+def _ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     return [int(t) for t in np.asarray(ids).tolist()]

@@ -1,8 +1,8 @@
-"""Dataset names → loaders. Each loader turns a `DataConfig` into a validated `SampleTable` or `TextTable`.
+"""Dataset names → loaders. Each loader turns a `DataConfig` into a validated `Table`.
 
 Real financial tables leave `load_dataset` with a ``split`` column (their standard split, or the
 chronological ``data.split`` fractions) and, when ``data.max_dates_per_split`` is set, with that many
-evenly spaced dates per split. The synthetic market is returned as generated.
+evenly spaced dates per split. The synthetic market and text tables are returned as loaded.
 """
 
 from __future__ import annotations
@@ -18,12 +18,10 @@ from fedloom.data.generic import load_generic
 from fedloom.data.glt import load_glt
 from fedloom.data.instructions import load_arc, load_coedit, load_gsm8k, load_jfleg, load_multitask, load_tweeteval
 from fedloom.data.qlib_cn import load_qlib_cn
-from fedloom.data.schema import SampleTable, TextTable
+from fedloom.data.schema import SampleTable, Table
 from fedloom.data.splits import thin_dates, with_split_column
 from fedloom.data.synthetic import make_synthetic_market
 from fedloom.errors import ConfigError
-
-Table = SampleTable | TextTable
 
 
 @dataclass(frozen=True)
@@ -34,6 +32,19 @@ class Dataset:
     kind: str
     summary: str
     folders: Callable[[DataConfig], dict[str, tuple[str, ...]]]
+
+
+def _split_and_capped(load: Callable[[DataConfig], SampleTable]) -> Callable[[DataConfig], SampleTable]:
+    """``load`` of a real financial table, whose table gets a ``split`` column and the date cap."""
+
+    def load_split(c: DataConfig) -> SampleTable:
+        table = load(c)
+        frame = with_split_column(table, c.split)
+        if c.max_dates_per_split is not None:
+            frame = thin_dates(frame, c.max_dates_per_split)
+        return replace(table, frame=frame)
+
+    return load_split
 
 
 def _glt_files(c: DataConfig) -> dict[str, tuple[str, ...]]:
@@ -65,31 +76,31 @@ DATASETS: dict[str, Dataset] = {
         lambda c: make_synthetic_market(c.synthetic), "regression", "SYNTHETIC sector market (generated)", lambda c: {}
     ),
     "acl18": Dataset(
-        lambda c: load_acl18(c.data_dir, c.acl18),
+        _split_and_capped(lambda c: load_acl18(c.data_dir, c.acl18)),
         "classification",
         "StockNet tweets + prices → movement, 9 sectors",
         lambda c: {c.acl18.folder: acl18.FILES},
     ),
     "bigdata22": Dataset(
-        lambda c: load_glt(c.data_dir, c.bigdata22),
+        _split_and_capped(lambda c: load_glt(c.data_dir, c.bigdata22)),
         "classification",
         "BigData22 (GLT format) tweets + features → movement",
         _glt_files,
     ),
     "fnspid": Dataset(
-        lambda c: load_fnspid(c.data_dir, c.fnspid),
+        _split_and_capped(lambda c: load_fnspid(c.data_dir, c.fnspid)),
         "regression",
         "FNSPID prices + news text → next-day return",
         lambda c: {c.fnspid.folder: fnspid.FILES},
     ),
     "csi300": Dataset(
-        lambda c: load_qlib_cn(c.data_dir, c.qlib_cn, "csi300"),
+        _split_and_capped(lambda c: load_qlib_cn(c.data_dir, c.qlib_cn, "csi300")),
         "ranking",
         "CSI300 Alpha158/360 cross-sectional ranking",
         lambda c: {c.qlib_cn.folder: qlib_cn.FILES},
     ),
     "csi800": Dataset(
-        lambda c: load_qlib_cn(c.data_dir, c.qlib_cn, "csi800"),
+        _split_and_capped(lambda c: load_qlib_cn(c.data_dir, c.qlib_cn, "csi800")),
         "ranking",
         "CSI800 (bundled bars only) ranking",
         lambda c: {c.qlib_cn.folder: qlib_cn.FILES},
@@ -116,7 +127,10 @@ DATASETS: dict[str, Dataset] = {
         _multitask,
     ),
     "generic": Dataset(
-        lambda c: load_generic(c.data_dir, c.generic), "any", "your CSV / JSONL table (data.generic)", lambda c: {}
+        _split_and_capped(lambda c: load_generic(c.data_dir, c.generic)),
+        "any",
+        "your CSV / JSONL table (data.generic)",
+        lambda c: {},
     ),
 }
 
@@ -125,10 +139,4 @@ def load_dataset(name: str, cfg: DataConfig) -> Table:
     """Load ``name``; real financial tables get a ``split`` column and the date cap."""
     if name not in DATASETS:
         raise ConfigError(f"unknown dataset {name!r}; available: {', '.join(sorted(DATASETS))}")
-    table = DATASETS[name].load(cfg)
-    if isinstance(table, TextTable) or table.synthetic:
-        return table
-    frame = with_split_column(table, cfg.split)
-    if cfg.max_dates_per_split is not None:
-        frame = thin_dates(frame, cfg.max_dates_per_split)
-    return replace(table, frame=frame)
+    return DATASETS[name].load(cfg)

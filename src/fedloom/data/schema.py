@@ -12,13 +12,15 @@ Optional columns: ``split`` (``train`` / ``val`` / ``test``: the dataset's stand
 `fedloom.data.splits.table_splits`), ``return`` (the raw next-period return when ``target`` is a class
 or a normalized label) and ``target_date`` (the day the target is realized).
 
-Instruction tasks use `TextTable` instead: one row per example, the answer kept as text.
+Instruction tasks use `TextTable` instead: one row per example, the answer kept as text. Code that
+takes either kind takes a `Table`, the protocol both satisfy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import ClassVar, Literal, Protocol
 
 import numpy as np
 import pandas as pd
@@ -30,6 +32,52 @@ TEXT_COLUMNS = ("id", "task", "split", "prompt", "response", "references", "labe
 SPLITS = ("train", "val", "test")
 TaskKind = Literal["regression", "classification", "ranking"]
 Partition = Literal["sector", "dirichlet", "iid", "task_dirichlet"]
+
+
+class Table(Protocol):
+    """What every dataset the runtime can train on offers, whatever its kind (`SampleTable`, `TextTable`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def frame(self) -> pd.DataFrame: ...
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """Caveats every report of this table carries."""
+
+    @property
+    def synthetic(self) -> bool:
+        """Generated data, marked as such wherever it is reported."""
+
+    @property
+    def is_text(self) -> bool:
+        """Rows are instruction examples answered in text, not dated (date, instrument) samples."""
+
+    @property
+    def group_column(self) -> str:
+        """The column of the hidden per-row group reports label clients by: ``group`` (sector) or ``task``."""
+
+    @property
+    def default_partition(self) -> Partition:
+        """How clients are formed when ``data.partition`` is ``auto``."""
+
+    @property
+    def partition_columns(self) -> Mapping[str, str]:
+        """The partitions besides ``iid`` this table can take → the column whose values they deal out."""
+
+    @property
+    def dates(self) -> np.ndarray | None:
+        """Each row's date (datetime64[D]) for chronological splits; None when the rows are undated."""
+
+    def overview(self) -> list[tuple[str, str]]:
+        """(field, value) report lines on what the rows are."""
+
+    def label_balance(self, rows: np.ndarray) -> str:
+        """The labels of ``rows`` (indices) summarized in one report line."""
+
+    def __len__(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -51,6 +99,9 @@ class SampleTable:
     num_classes: int | None = None
     default_partition: Partition = "sector"
     notes: tuple[str, ...] = ()
+    is_text: ClassVar[bool] = False
+    group_column: ClassVar[str] = "group"
+    partition_columns: ClassVar[Mapping[str, str]] = {"sector": "group", "dirichlet": "instrument"}
 
     def __post_init__(self) -> None:
         missing = [c for c in (*REQUIRED_COLUMNS, *self.covariates) if c not in self.frame.columns]
@@ -88,6 +139,27 @@ class SampleTable:
     def dates(self) -> np.ndarray:
         return self.frame["date"].to_numpy(dtype="datetime64[D]")
 
+    def overview(self) -> list[tuple[str, str]]:
+        """Task kind, date range, instruments and covariates."""
+        frame, covariates = self.frame, self.covariates
+        days = f"{frame['date'].min():%Y-%m-%d} … {frame['date'].max():%Y-%m-%d} ({frame['date'].nunique():,} days)"
+        return [
+            ("kind", self.task_kind + (" (SYNTHETIC)" if self.synthetic else "")),
+            ("dates", days),
+            ("instruments", f"{frame['instrument'].nunique():,} in {frame['group'].nunique()} groups"),
+            ("covariates", f"{len(covariates)}: {', '.join(covariates[:8])}{' …' * (len(covariates) > 8)}"),
+        ]
+
+    def label_balance(self, rows: np.ndarray) -> str:
+        """Class counts and shares for classification, else the mean and std of the targets."""
+        part = self.frame.iloc[rows]
+        if self.task_kind == "classification":
+            counts = part["target"].astype(int).value_counts().sort_index()
+            total = max(int(counts.sum()), 1)
+            return ", ".join(f"class {k}: {v} ({v / total:.1%})" for k, v in counts.items())
+        t = pd.Series(part["target"], dtype=float)
+        return f"mean {t.mean():+.5f}, std {t.std():.5f}" if len(t) else "-"
+
 
 @dataclass(frozen=True)
 class TextTable:
@@ -105,6 +177,12 @@ class TextTable:
     frame: pd.DataFrame
     name: str
     notes: tuple[str, ...] = ()
+    synthetic: ClassVar[bool] = False
+    is_text: ClassVar[bool] = True
+    group_column: ClassVar[str] = "task"
+    default_partition: ClassVar[Partition] = "task_dirichlet"
+    partition_columns: ClassVar[Mapping[str, str]] = {"task_dirichlet": "task"}
+    dates: ClassVar[None] = None
 
     def __post_init__(self) -> None:
         missing = [c for c in TEXT_COLUMNS if c not in self.frame.columns]
@@ -126,6 +204,18 @@ class TextTable:
     @property
     def tasks(self) -> tuple[str, ...]:
         return tuple(sorted(self.frame["task"].unique()))
+
+    def overview(self) -> list[tuple[str, str]]:
+        """The tasks the examples come from."""
+        return [("tasks", ", ".join(self.tasks))]
+
+    def label_balance(self, rows: np.ndarray) -> str:
+        """Examples per task, and per sentiment label for TweetEval."""
+        part = self.frame.iloc[rows]
+        counts = part.groupby("task").size()
+        labels = part.loc[part["task"] == "tweeteval", "label"].value_counts()
+        text = ", ".join(f"{k} {v}" for k, v in counts.items())
+        return text + ("; tweeteval " + ", ".join(f"{k} {v}" for k, v in labels.items()) if len(labels) else "")
 
 
 def _check_splits(split: pd.Series, name: str) -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from fedloom.data.schema import SPLITS, SampleTable, TextTable
+from fedloom.data.schema import SPLITS, SampleTable, Table
 from fedloom.errors import DataError
 
 
@@ -76,15 +76,16 @@ def chronological_split(dates: np.ndarray, fractions: tuple[float, float, float]
     }
 
 
-def table_splits(table: SampleTable | TextTable, fractions: tuple[float, float, float]) -> dict[str, np.ndarray]:
+def table_splits(table: Table, fractions: tuple[float, float, float]) -> dict[str, np.ndarray]:
     """Row indices per split: the table's ``split`` column when it has one (a standard split), else
     the chronological split of its dates by ``fractions``."""
     if "split" in table.frame.columns:
         split = table.frame["split"].to_numpy()
         return {name: np.flatnonzero(split == name) for name in SPLITS}
-    if isinstance(table, TextTable):
-        raise DataError(f"text dataset {table.name!r} has no 'split' column")
-    return chronological_split(table.dates, fractions)
+    dates = table.dates
+    if dates is None:
+        raise DataError(f"dataset {table.name!r} has no 'split' column and no dates to split by")
+    return chronological_split(dates, fractions)
 
 
 def with_split_column(table: SampleTable, fractions: tuple[float, float, float]) -> pd.DataFrame:

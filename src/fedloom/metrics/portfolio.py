@@ -57,7 +57,8 @@ def backtest(
     first, last_day = days.searchsorted(min(signal)), days.searchsorted(max(signal))
     trade_days = days[first + 1 : last_day + 2]
 
-    cash, holding, value = strategy.account, {}, strategy.account
+    holding: dict[str, float] = {}  # instrument → shares held
+    cash = value = strategy.account
     rows = []
     for day in trade_days:
         prev_day = days[days.get_loc(day) - 1]

@@ -38,7 +38,6 @@ class GenerationTask:
     prompt_lengths: np.ndarray
     max_new_tokens: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_NEW_TOKENS))
     primary_metric: ClassVar[str] = "score"
-    reads: ClassVar[str] = "tokens"
 
     def init_head(self, hidden_size: int, generator: torch.Generator) -> dict[str, Tensor]:
         return {}

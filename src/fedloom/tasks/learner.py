@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 import numpy as np
 import torch
@@ -20,6 +21,7 @@ from fedloom.backbone.lora import DEFAULT_SLOT, Binding
 from fedloom.backbone.model import AdaptedLM
 from fedloom.data.schema import ClientData
 from fedloom.errors import ConfigError
+from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.registry import Task
 from fedloom.tasks.regression import RegressionTask
 from fedloom.tasks.side_channel import SideChannel
@@ -137,23 +139,20 @@ class Learner:
         self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
     ) -> Tensor:
         """Task loss of ``params`` on the given rows (differentiable w.r.t. every tensor in ``params``)."""
-        if self._reads_tokens:
-            return self.task.loss(*self._response_logits(params, rows, train, mixture))
+        task = self.task
+        if isinstance(task, GenerationTask):
+            return task.loss(*self._response_logits(task, params, rows, train, mixture))
         features = self.head_features(params, rows, train, mixture)
-        return self.task.loss(_head(params), features, self.targets[torch.as_tensor(rows)])
-
-    @property
-    def _reads_tokens(self) -> bool:
-        return getattr(self.task, "reads", "pooled") == "tokens"
+        return task.loss(_head(params), features, self.targets[torch.as_tensor(rows)])
 
     def _response_logits(
-        self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool, mixture: Mixture
+        self, task: GenerationTask, params: Mapping[str, Tensor], rows: np.ndarray, train: bool, mixture: Mixture
     ) -> tuple[list[Tensor], list[Tensor]]:
         """Logits at the positions that predict each row's response tokens, and those tokens."""
         prefix, mask = self.features.prefix_batch(self.lm, rows)
         hidden = self.lm.hidden_from_prefix(prefix, mask, self._binding(params, rows, train, mixture))
         logits, targets = [], []
-        positions = self.task.response_positions(rows, mask.sum(1).numpy())  # type: ignore[union-attr]
+        positions = task.response_positions(rows, mask.sum(1).numpy())
         for b, (start, stop) in enumerate(positions):
             logits.append(self.lm.logits(hidden[b, start:stop]).cpu())
             targets.append(self.features.tokens.row(int(rows[b]))[start + 1 : stop + 1])
@@ -191,7 +190,10 @@ class Learner:
             optimizer.zero_grad(set_to_none=True)
             total.backward()
             for key, offset in (grad_offset or {}).items():
-                live[key].grad.add_(offset)
+                grad = live[key].grad
+                if grad is None:
+                    raise ConfigError(f"client {self.client_id}: grad_offset names {key!r}, which gets no gradient")
+                grad.add_(offset)
             if self.grad_clip is not None:
                 torch.nn.utils.clip_grad_norm_([live[k] for k in trainable], self.grad_clip)
             optimizer.step()
@@ -207,48 +209,54 @@ class Learner:
 
     @torch.no_grad()
     def predict(self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE) -> np.ndarray:
+        task = self.task
+        if isinstance(task, GenerationTask):
+            raise TypeError(f"client {self.client_id}: a text task has no head to predict with; use generate")
         rows = self.data.split(split)
         out = []
         for start in range(0, len(rows), self.eval_batch_size):
             batch = rows[start : start + self.eval_batch_size]
-            out.append(self.task.predict(_head(params), self.head_features(params, batch, mixture=mixture)))
+            out.append(task.predict(_head(params), self.head_features(params, batch, mixture=mixture)))
         return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
 
     @torch.no_grad()
     def generate(self, params: Mapping[str, Tensor], rows: np.ndarray, mixture: Mixture = SINGLE) -> list[str]:
         """Greedy generations for text rows, batched per task (each task has its own token budget)."""
         task, tokenizer = self.task, self.lm.backbone.tokenizer
+        if not isinstance(task, GenerationTask):
+            raise TypeError(f"client {self.client_id}: only text tasks generate; {type(task).__name__} predicts")
         out: dict[int, str] = {}
-        for name in np.unique(task.tasks[rows]):  # type: ignore[union-attr]
-            group = rows[task.tasks[rows] == name]  # type: ignore[union-attr]
-            budget = int(task.max_new_tokens.get(str(name), 64))  # type: ignore[union-attr]
+        for name in np.unique(task.tasks[rows]):
+            group = rows[task.tasks[rows] == name]
+            budget = int(task.max_new_tokens.get(str(name), 64))
             for start in range(0, len(group), self.eval_batch_size):
                 batch = group[start : start + self.eval_batch_size]
-                prompts = [self.features.tokens.row(int(r))[: int(task.prompt_lengths[r])] for r in batch]  # type: ignore[union-attr]
+                prompts = [self.features.tokens.row(int(r))[: int(task.prompt_lengths[r])] for r in batch]
                 new = self.lm.generate(prompts, self._binding(params, batch, False, mixture), budget)
-                out.update(
-                    {int(r): tokenizer.decode(t, skip_special_tokens=True) for r, t in zip(batch, new, strict=True)}
-                )
+                for r, t in zip(batch, new, strict=True):  # one sequence decodes to one str (typed str | list)
+                    out[int(r)] = cast(str, tokenizer.decode(t, skip_special_tokens=True))
         return [out[int(r)] for r in rows]
 
     def evaluate(self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE) -> dict[str, float]:
         rows = self.data.split(split)
         if len(rows) == 0:
             return {}
-        if self._reads_tokens:
-            return self._evaluate_text(params, rows, mixture)
+        task = self.task
+        if isinstance(task, GenerationTask):
+            return self._evaluate_text(task, params, rows, mixture)
         predictions = self.predict(params, split, mixture)
-        return self.task.evaluate(predictions, self.eval_targets[rows].numpy(), self.dates[rows])
+        return task.evaluate(predictions, self.eval_targets[rows].numpy(), self.dates[rows])
 
     @torch.no_grad()
-    def _evaluate_text(self, params: Mapping[str, Tensor], rows: np.ndarray, mixture: Mixture) -> dict[str, float]:
+    def _evaluate_text(
+        self, task: GenerationTask, params: Mapping[str, Tensor], rows: np.ndarray, mixture: Mixture
+    ) -> dict[str, float]:
         """Teacher-forced loss per row and task metrics of greedy generations."""
-        task = self.task
         losses = []
         for start in range(0, len(rows), self.eval_batch_size):
             batch = rows[start : start + self.eval_batch_size]
-            losses.append(task.row_losses(*self._response_logits(params, batch, False, mixture)))  # type: ignore[union-attr]
-        return task.evaluate_text(self.generate(params, rows, mixture), rows, np.concatenate(losses))  # type: ignore[union-attr]
+            losses.append(task.row_losses(*self._response_logits(task, params, batch, False, mixture)))
+        return task.evaluate_text(self.generate(params, rows, mixture), rows, np.concatenate(losses))
 
     def _binding(self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool, mixture: Mixture) -> Binding:
         adapters = {k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)}
@@ -258,7 +266,8 @@ class Learner:
     def batches(self, steps: int, generator: torch.Generator, rows: np.ndarray | None = None) -> list[np.ndarray]:
         """Mini-batches drawn epoch by epoch from a seeded permutation of ``rows`` (default: all training rows)."""
         rows = self.data.train if rows is None else rows
-        out, order = [], np.zeros(0, dtype=np.int64)
+        out: list[np.ndarray] = []
+        order = np.zeros(0, dtype=np.int64)
         while len(out) < steps:
             if len(order) < min(self.batch_size, len(rows)):
                 order = rows[torch.randperm(len(rows), generator=generator).numpy()]

@@ -49,7 +49,7 @@ class Workspace:
 
     def audit(self) -> Audit:
         """What end-of-run reports may read: learners, each client's group, hidden tasks (text data)."""
-        tasks = self.table.frame["task"].to_numpy(str) if isinstance(self.table, TextTable) else None
+        tasks = self.table.frame[self.table.group_column].to_numpy(str) if self.table.is_text else None
         return Audit(self.learners, client_groups(self), tasks)
 
 
@@ -78,7 +78,7 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
 
     t0 = time.perf_counter()
     table = load_dataset(cfg.dataset, cfg.data)
-    tokens, prompt_lengths = _tokens(cfg, table, lm)
+    tokens, text_task = _tokens(cfg, table, lm)
     seconds["data"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
@@ -96,28 +96,27 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
     d = cfg.data
     partition = partition_table(table, d.partition, d.num_clients, d.alpha, d.partition_seed, splits["train"])
     clients = client_views(partition, splits)
-    text_task = None
-    if isinstance(table, TextTable):  # one task object for all clients: the rows' tasks and references
-        assert prompt_lengths is not None
-        f = table.frame
-        text_task = GenerationTask(f["task"].to_numpy(str), f["label"].to_numpy(str), list(f["references"]),
-                                   prompt_lengths, dict(cfg.generation.max_new_tokens))  # fmt: skip
     learners = {c.client_id: _learner(cfg, table, lm, features, c, text_task) for c in clients}
     return Workspace(lm, table, learners, shared_init(cfg, lm), seconds)
 
 
-def _tokens(cfg: RunConfig, table: Table, lm: AdaptedLM) -> tuple[Ragged, np.ndarray | None]:
-    """Token ids of every row, cached by content; for instruction data prompt + response, and the
-    prompts' lengths (where generation starts)."""
+def _tokens(cfg: RunConfig, table: Table, lm: AdaptedLM) -> tuple[Ragged, GenerationTask | None]:
+    """Token ids of every row, cached by content; for instruction data prompt + response, and the one
+    generation task all clients share (the rows' tasks, references and where generation starts)."""
     tokenizer, cache = lm.backbone.tokenizer, cache_root() / "tokens" if cfg.data.feature_cache else None
     key = token_key(table, lm.backbone.identity, cfg)
-    if not isinstance(table, TextTable):
-        return cached_ragged(cache, key, lambda: tokenize_prompts(table, tokenizer, cfg.data.prompt)), None
-    limit = cfg.data.prompt.max_tokens
-    prompts = cached_ragged(cache, key + "|prompts", lambda: tokenize_instructions(table, tokenizer, limit)[0])
-    responses = cached_ragged(cache, key + "|responses", lambda: tokenize_instructions(table, tokenizer, limit)[1])
+    if isinstance(table, SampleTable):
+        samples = table
+        return cached_ragged(cache, key, lambda: tokenize_prompts(samples, tokenizer, cfg.data.prompt)), None
+    assert isinstance(table, TextTable)
+    text, limit = table, cfg.data.prompt.max_tokens
+    prompts = cached_ragged(cache, key + "|prompts", lambda: tokenize_instructions(text, tokenizer, limit)[0])
+    responses = cached_ragged(cache, key + "|responses", lambda: tokenize_instructions(text, tokenizer, limit)[1])
     rows = [torch.cat([prompts.row(i), responses.row(i)]) for i in range(len(table))]
-    return Ragged.from_rows(rows, torch.int64), prompts.lengths
+    f = table.frame
+    task = GenerationTask(f["task"].to_numpy(str), f["label"].to_numpy(str), list(f["references"]),
+                          prompts.lengths, dict(cfg.generation.max_new_tokens))  # fmt: skip
+    return Ragged.from_rows(rows, torch.int64), task
 
 
 def _learner(
@@ -157,8 +156,7 @@ def token_key(table: Table, backbone: str, cfg: RunConfig) -> str:
 
 def client_groups(ws: Workspace) -> dict[str, str]:
     """Each client's most common group (its sector, or its main task) — the label of report rows."""
-    column = "task" if isinstance(ws.table, TextTable) else "group"
-    groups = ws.table.frame[column].astype(str).to_numpy()
+    groups = ws.table.frame[ws.table.group_column].astype(str).to_numpy()
     out = {}
     for cid, learner in ws.learners.items():
         values, counts = np.unique(groups[learner.data.train], return_counts=True)

@@ -56,6 +56,8 @@ def describe(table: Table, cfg: DataConfig) -> list[tuple[str, str]]:
             )
         )
         lines.append(("instruments", f"{frame['instrument'].nunique():,} in {frame['group'].nunique()} groups"))
+        if "rule_group" in frame.columns:
+            lines.append(("rule groups", _rule_groups(frame)))
         lines.append(
             (
                 "covariates",
@@ -85,6 +87,13 @@ def describe(table: Table, cfg: DataConfig) -> list[tuple[str, str]]:
     lines.extend(_labels(table, splits))
     lines.extend(("note", n) for n in table.notes)
     return lines
+
+
+def _rule_groups(frame: pd.DataFrame) -> str:
+    """``2 planted (audit only): 0 = technology, energy; 1 = financials``: each rule group's ``group`` values."""
+    members = frame.groupby("rule_group", sort=True)["group"].unique()
+    text = "; ".join(f"{k} = {', '.join(v)}" for k, v in members.items())
+    return f"{len(members)} planted (audit only): {text}"
 
 
 def _labels(table: Table, splits: dict[str, np.ndarray]) -> list[tuple[str, str]]:

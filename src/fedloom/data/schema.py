@@ -10,7 +10,8 @@ One row per (date, instrument) sample::
 (or label) and is never used as an input. ``group`` (sector, industry, task) drives partitions.
 Optional columns: ``split`` (``train`` / ``val`` / ``test``: the dataset's standard split, see
 `fedloom.data.splits.table_splits`), ``return`` (the raw next-period return when ``target`` is a class
-or a normalized label) and ``target_date`` (the day the target is realized).
+or a normalized label), ``target_date`` (the day the target is realized) and ``rule_group`` (the
+SYNTHETIC market's planted rule group: an audit label, never a covariate).
 
 Instruction tasks use `TextTable` instead: one row per example, the answer kept as text. Code that
 takes either kind takes a `Table`, the protocol both satisfy.
@@ -30,6 +31,7 @@ from fedloom.errors import DataError
 REQUIRED_COLUMNS = ("date", "instrument", "group", "text", "target")
 TEXT_COLUMNS = ("id", "task", "split", "prompt", "response", "references", "label")
 SPLITS = ("train", "val", "test")
+AUDIT_COLUMNS = ("rule_group",)
 TaskKind = Literal["regression", "classification", "ranking"]
 Partition = Literal["sector", "dirichlet", "iid", "task_dirichlet"]
 
@@ -107,6 +109,9 @@ class SampleTable:
         missing = [c for c in (*REQUIRED_COLUMNS, *self.covariates) if c not in self.frame.columns]
         if missing:
             raise DataError(f"dataset {self.name!r}: missing columns {missing}; it has {list(self.frame.columns)}")
+        audit = [c for c in self.covariates if c in AUDIT_COLUMNS]
+        if audit:
+            raise DataError(f"dataset {self.name!r}: {audit} are audit columns, never covariates")
         if self.frame.empty:
             raise DataError(f"dataset {self.name!r} has no rows")
         target = self.frame["target"].to_numpy(dtype=float)
@@ -143,10 +148,17 @@ class SampleTable:
         """Task kind, date range, instruments and covariates."""
         frame, covariates = self.frame, self.covariates
         days = f"{frame['date'].min():%Y-%m-%d} … {frame['date'].max():%Y-%m-%d} ({frame['date'].nunique():,} days)"
-        return [
+        lines = [
             ("kind", self.task_kind + (" (SYNTHETIC)" if self.synthetic else "")),
             ("dates", days),
             ("instruments", f"{frame['instrument'].nunique():,} in {frame['group'].nunique()} groups"),
+        ]
+        if "rule_group" in frame.columns:  # the synthetic market's planted groups (audit only)
+            members = frame.groupby("rule_group", sort=True)["group"].unique()
+            text = "; ".join(f"{k} = {', '.join(v)}" for k, v in members.items())
+            lines.append(("rule groups", f"{len(members)} planted (audit only): {text}"))
+        return [
+            *lines,
             ("covariates", f"{len(covariates)}: {', '.join(covariates[:8])}{' …' * (len(covariates) > 8)}"),
         ]
 

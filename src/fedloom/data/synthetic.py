@@ -3,20 +3,60 @@
 Stocks belong to sectors (one sector = one client). Each trading day a stock may get company news,
 and some days carry macro news that every stock sees. The next-day return is::
 
-    r[i,t+1] = β_i m[t+1] + s · (sens[sector] · impact[event] · u + macro[event, sector])
-               + γ[sector, regime] · mom5[i,t] + σ ε
+    r[i,t+1] = β_i m[t+1] + s · (sens[sector] · rule[g, event, regime] · impact[event] · u
+                                 + macro[event, sector]) + γ[sector, regime] · mom5[i,t] + σ ε
 
 with a hidden market regime (bull / bear / volatile, a persistent Markov chain). The text→return
 map differs by sector (a rate hike lifts banks and sinks real estate; an oil spike lifts energy and
 hurts consumers; healthcare reacts strongly to trial news) and the momentum effect differs by sector
-and regime, so one shared adapter cannot fit every client equally well.
+and regime, so one shared adapter cannot fit every client equally well. ``rule`` is 1 by default.
+
+Planted rule groups (``rule_groups`` > 1, a testbed where routing clients to adapters matters).
+Sectors are assigned **round-robin**: the k-th sector in ``SECTORS`` order joins group
+``k % rule_groups`` (6 sectors, 2 groups: group 0 = technology, energy, consumer; group 1 =
+financials, healthcare, industrials). Group 0 keeps today's rules. In groups 1-3 the same headlines
+of the eight shared company events move returns by ``rule · impact`` (`_RULES`). The events come in
+pairs and each planted group flips a different two of the three pairs earnings / guidance / corporate,
+so no group is a global sign flip of another (any two groups agree on two pairs, disagree on two)::
+
+    event            impact  group 0  group 1  group 2  group 3
+    earnings_beat     +1.0      +1       −1       +1       −1
+    earnings_miss     −1.0      +1       −1       +1       −1
+    guidance_raise    +0.8      +1       +1       −1       −1
+    guidance_cut      −0.9      +1       +1       −1       −1
+    upgrade           +0.5      +1     +1 / −2  +1 / −2  +1 / −2    (bull or bear / volatile regime)
+    downgrade         −0.5      +1     +1 / −2  +1 / −2  +1 / −2
+    lawsuit           −0.7      +1       −1       −1       +1
+    buyback           +0.4      +1       −1       −1       +1
+
+Text × regime: in groups ≥ 1, analyst news reverses and doubles on days whose regime is ``volatile``
+(an upgrade then moves −1.0 units), so over all regimes it averages to about nothing. The volatile
+regime is the one the prompt partly shows: its market volatility lifts ``vol20``. Sector-only events
+(trial news, data breach, discovery) and macro news keep today's effects in every group.
+``rule_strength`` s in [0, 1] blends the rules, ``1 + s · (rule − 1)``: s = 0 puts group labels on
+today's market (a labelled IID control: today's table plus ``rule_group``), s = 1 the full conflict.
+The ``rule_group`` column (only when ``rule_groups`` > 1) is for audits: never a covariate, never in
+the text.
+
+Why private heads cannot absorb it: the same headline means opposite things in different groups, and
+for analyst news the sign depends on the regime, a text × covariate interaction that a linear head on
+a shared representation cannot express. With few training rows per client a head also cannot relearn
+every event's sign alone, while clients of one group can pool theirs. Few rows per client:
+``days=40, stocks_per_sector=5`` gives 200 rows per client, 120 of them train under the 60/20/20 split.
+
+Signal to noise (measured with days=600, rule_groups=2; event effects net of the day's mean return).
+Defaults (``impact=0.01, noise=0.008``): event effects ±0.4-1.0 % against 1.1 % of residual spread
+(momentum, beta and news-size jitter included); event × group × regime × sector × macro cells explain
+33 % of the cross-sectional variance. Recommended routing testbed: ``impact=0.02, noise=0.004``:
+effects ±0.8-2.1 % against 1.2 %, 61 % explained, so one event's mean is pinned to about ±0.4 % by the
+~9 rows a client of 120 training rows has of it, and to about ±0.25 % by a 3-client group's pool.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from fedloom.data.schema import SampleTable
 from fedloom.errors import DataError
@@ -158,6 +198,16 @@ _MOMENTUM = {
     "defensive": {"bull": -0.05, "bear": 0.10, "volatile": 0.05},
 }
 _GROWTH = {"technology", "consumer", "industrials", "healthcare"}
+# planted rule groups: shared company event -> multiplier of its impact in groups 0..3 (module docstring)
+_RULES = {
+    "earnings_beat": (1, -1, 1, -1), "earnings_miss": (1, -1, 1, -1),
+    "guidance_raise": (1, 1, -1, -1), "guidance_cut": (1, 1, -1, -1),
+    "upgrade": (1, 1, 1, 1), "downgrade": (1, 1, 1, 1),
+    "lawsuit": (1, -1, -1, 1), "buyback": (1, -1, -1, 1),
+}  # fmt: skip
+# in groups >= 1 on volatile days: analyst news reverses and doubles
+_VOLATILE_RULES = {"upgrade": -2.0, "downgrade": -2.0}
+MAX_RULE_GROUPS = 4
 WARMUP_DAYS = 20
 
 
@@ -174,6 +224,18 @@ class SyntheticMarketConfig(BaseModel):
     macro_probability: float = Field(0.25, ge=0, le=1, description="chance of macro news per day")
     noise: float = Field(0.008, gt=0, description="idiosyncratic daily return volatility")
     impact: float = Field(0.01, gt=0, description="return of a unit news impact")
+    rule_groups: int = Field(
+        1, ge=1, le=MAX_RULE_GROUPS, description="planted groups with conflicting news rules (sectors round-robin)"
+    )
+    rule_strength: float = Field(
+        1.0, ge=0, le=1, description="blend of the planted rules: 0 = group 0's rules everywhere, 1 = full conflict"
+    )
+
+    @model_validator(mode="after")
+    def _groups_fit_sectors(self) -> SyntheticMarketConfig:
+        if self.rule_groups > self.sectors:
+            raise ValueError(f"rule_groups ({self.rule_groups}) cannot exceed sectors ({self.sectors})")
+        return self
 
 
 def make_synthetic_market(cfg: SyntheticMarketConfig) -> SampleTable:
@@ -185,6 +247,8 @@ def make_synthetic_market(cfg: SyntheticMarketConfig) -> SampleTable:
     sector_of = np.array([s for s, _ in stocks])
     beta = rng.uniform(0.7, 1.3, size=n)
     sens = np.array([_SENSITIVITY[s] for s in sector_of])
+    group_of = {s: k % cfg.rule_groups for k, s in enumerate(sectors)}
+    rule_group = np.array([group_of[s] for s in sector_of])
 
     regime = _regimes(rng, total)
     returns = np.zeros((total, n))
@@ -196,6 +260,7 @@ def make_synthetic_market(cfg: SyntheticMarketConfig) -> SampleTable:
         volume_z = rng.normal(size=n)
         macro = rng.choice(list(_MACRO)) if rng.random() < cfg.macro_probability else None
         events, texts, impact = _company_news(rng, stocks, cfg.news_probability)
+        impact = impact * _rules(events, rule_group, regime[t], cfg.rule_strength)
         signal = sens * impact * rng.uniform(0.5, 1.5, size=n) * (1 + 0.3 * np.tanh(volume_z))
         if macro is not None:
             per_sector, default, _ = _MACRO[macro]
@@ -227,6 +292,8 @@ def make_synthetic_market(cfg: SyntheticMarketConfig) -> SampleTable:
     frame = pd.DataFrame(rows)
     if frame.empty:
         raise DataError("synthetic market produced no rows")
+    if cfg.rule_groups > 1:
+        frame["rule_group"] = frame["group"].map(group_of).astype(int)
     return SampleTable(frame, ("mom5", "vol20", "volume_z"), name="synthetic", synthetic=True)
 
 
@@ -235,6 +302,20 @@ def _regimes(rng: np.random.Generator, total: int, stay: float = 0.95) -> list[s
     for _ in range(total - 1):
         out.append(out[-1] if rng.random() < stay else str(rng.choice([r for r in _REGIMES if r != out[-1]])))
     return out
+
+
+def _rules(events: list[str], groups: np.ndarray, regime: str, strength: float) -> np.ndarray:
+    """Per-stock multiplier of the company-event impact under the planted rules (exactly 1 in group 0)."""
+    full = np.array([_rule(e, int(g), regime) for e, g in zip(events, groups, strict=True)])
+    return 1 + strength * (full - 1)
+
+
+def _rule(event: str, group: int, regime: str) -> float:
+    if group == 0 or event not in _RULES:
+        return 1.0
+    if regime == "volatile" and event in _VOLATILE_RULES:
+        return _VOLATILE_RULES[event]
+    return float(_RULES[event][group])
 
 
 def _company_news(

@@ -1,12 +1,34 @@
-"""The SYNTHETIC market: deterministic, chronological, sector-heterogeneous, no look-ahead."""
+"""The SYNTHETIC market: deterministic, chronological, sector-heterogeneous, no look-ahead; planted rule groups."""
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
+import pandas as pd
 import pytest
+from pydantic import ValidationError
 
 from fedloom.data import SyntheticMarketConfig, chronological_split, make_synthetic_market
-from fedloom.data.synthetic import _MACRO
+from fedloom.data.config import DataConfig
+from fedloom.data.registry import load_dataset
+from fedloom.data.schema import SampleTable
+from fedloom.data.summary import describe
+from fedloom.data.synthetic import _MACRO, _RULES
+from fedloom.errors import DataError
+
+# sha256 of the default table as generated before planted rule groups existed
+DEFAULT_SHA256 = "400ccc5256dac8309986c0f9bdbea7bd32bbaab7af9efa59d0753481487e9632"
+
+
+def _digest(frame: pd.DataFrame) -> str:
+    return hashlib.sha256(pd.util.hash_pandas_object(frame, index=True).to_numpy().tobytes()).hexdigest()
+
+
+def _effects(frame: pd.DataFrame, groups: pd.Series) -> pd.DataFrame:
+    """Mean target net of its day's cross-sectional mean, by event (rows) and group (columns)."""
+    net = frame["target"] - frame.groupby("date")["target"].transform("mean")
+    return net.groupby([frame["event"], groups]).mean().unstack()
 
 
 def test_same_config_same_table_and_seed_changes_it():
@@ -69,3 +91,70 @@ def test_bad_split_fractions(bad):
 
     with pytest.raises(DataError, match="three positive numbers summing to 1"):
         chronological_split(np.array(["2022-01-03"] * 3, dtype="datetime64[D]"), bad)
+
+
+def test_default_table_is_unchanged_bit_for_bit():
+    """Planted groups are opt-in: the default config still gives the table it gave before them."""
+    assert _digest(make_synthetic_market(SyntheticMarketConfig()).frame) == DEFAULT_SHA256
+
+
+def test_rule_strength_zero_is_todays_table_with_group_labels():
+    base = make_synthetic_market(SyntheticMarketConfig()).frame
+    labelled = make_synthetic_market(SyntheticMarketConfig(rule_groups=2, rule_strength=0)).frame
+    assert labelled.drop(columns="rule_group").equals(base)
+
+
+def test_planted_groups_give_the_same_headline_opposite_effects():
+    """Group 1 flips earnings and lawsuit / buyback, keeps guidance, and reverses analyst news on volatile days."""
+    f = make_synthetic_market(SyntheticMarketConfig(days=600, rule_groups=2)).frame
+    e = _effects(f, f["rule_group"])
+    for event, sign in {"earnings_beat": 1, "earnings_miss": -1, "lawsuit": -1, "buyback": 1}.items():
+        assert sign * e.loc[event, 0] > 0.002 and sign * e.loc[event, 1] < -0.002, event
+    for event, sign in {"guidance_raise": 1, "guidance_cut": -1}.items():
+        assert sign * e.loc[event, 0] > 0.005 and sign * e.loc[event, 1] > 0.005, event
+    volatile, calm = f[f["regime"] == "volatile"], f[f["regime"] != "volatile"]
+    ev, ec = _effects(volatile, volatile["rule_group"]), _effects(calm, calm["rule_group"])
+    assert ev.loc["upgrade", 0] > 0.003 and ev.loc["upgrade", 1] < -0.005
+    assert ev.loc["downgrade", 0] < -0.003 and ev.loc["downgrade", 1] > 0.005
+    assert ec.loc["upgrade", 1] > 0.003 and ec.loc["downgrade", 1] < -0.003
+
+
+def test_iid_control_has_no_split():
+    """Without planted groups the same round-robin halves agree on every shared event."""
+    f = make_synthetic_market(SyntheticMarketConfig(days=600)).frame
+    half = f["group"].map({s: k % 2 for k, s in enumerate(f["group"].unique())})
+    e = _effects(f, half).loc[list(_RULES)]
+    assert (np.sign(e[0]) == np.sign(e[1])).all()
+    assert (e[0] - e[1]).abs().max() < 0.003
+
+
+def test_rule_group_is_an_audit_column_only():
+    base = make_synthetic_market(SyntheticMarketConfig()).frame
+    planted = make_synthetic_market(SyntheticMarketConfig(rule_groups=2))
+    f = planted.frame
+    assert "rule_group" not in base.columns and "rule_group" not in planted.covariates
+    assert pd.api.types.is_integer_dtype(f["rule_group"])
+    assert f["rule_group"].value_counts().to_dict() == {0: 720, 1: 720}
+    assert f.groupby("group")["rule_group"].nunique().eq(1).all()
+    assert f["text"].equals(base["text"]) and f["event"].equals(base["event"])  # same headlines
+    with pytest.raises(DataError, match="audit columns, never covariates"):
+        SampleTable(f, ("mom5", "rule_group"), name="leaky")
+
+
+def test_planted_generation_is_deterministic_and_validated():
+    cfg = SyntheticMarketConfig(rule_groups=3, days=30)
+    assert make_synthetic_market(cfg).frame.equals(make_synthetic_market(cfg).frame)
+    assert sorted(make_synthetic_market(cfg).frame["rule_group"].unique()) == [0, 1, 2]
+    with pytest.raises(ValidationError, match="cannot exceed sectors"):
+        SyntheticMarketConfig(sectors=2, rule_groups=3)
+    with pytest.raises(ValidationError):
+        SyntheticMarketConfig(sectors=8, rule_groups=5)
+
+
+def test_data_info_prints_the_planted_groups():
+    cfg = DataConfig(synthetic=SyntheticMarketConfig(rule_groups=2))
+    lines = dict(describe(load_dataset("synthetic", cfg), cfg))
+    assert lines["rule groups"] == (
+        "2 planted (audit only): 0 = technology, energy, consumer; 1 = financials, healthcare, industrials"
+    )
+    assert "rule groups" not in dict(describe(load_dataset("synthetic", DataConfig()), DataConfig()))

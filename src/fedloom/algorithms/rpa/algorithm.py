@@ -32,6 +32,18 @@ reading is ``score_direction="gradient"``. On planted client groups (tests/unit/
 default separates routes by group (≈0.95/0.05 after 30 rounds at η_π = 0.1), the literal sign
 barely moves them (≈0.52/0.48).
 
+Beyond seed 000 (``score``, ``score_scale``, ``prototype_b_std``; the seed's method is
+``score="signature"``, ``score_scale="cosine"``, ``prototype_b_std=0``). With the seed's routing,
+uniform routes are a fixed point: eq. 19 then gives every prototype the same piece, the EMA
+signatures converge ((1 − λ)^k), the score spread and so the log-odds budget η (max s − min s)
+(logged per client as ``route_budget``) decay, and routes stay uniform — RPA behaves as FedAvg
+(issue 17; measured on SmolLM2 and pinned by the noisy planted-group tests). ``score="prototype"``
+scores s_m = cos(−g, A_m − A_i): a normalized mirror-descent step on the routing part of eq. 24,
+whose inputs never decay and which needs no signature download (eq. 28 without M·q·b);
+``score="loss"`` scores each prototype by its own calibration loss (IFCA-style, M forward passes);
+``score_scale="standardized"`` gives the scores unit spread across prototypes so η_π sets the
+log-odds step directly; ``prototype_b_std > 0`` makes the prototypes different functions from round 0.
+
 Learned projection (``projection="learned"``; specs/rpa.md allows a learned low-rank map instead of
 a trainable q×d one). Routing happens in ``W P``: P is the public Rademacher projection and W
 [r, q] (r = ``learned_rank``) has orthonormal rows, fit by the server as the top principal
@@ -77,13 +89,16 @@ from fedloom.algorithms.rpa.projection import ProjectionKind, fit_subspace, proj
 from fedloom.algorithms.rpa.routing import (
     alignment_scores,
     collapsed,
+    log_odds_budget,
     mirror_descent,
     normalize,
+    prototype_scores,
     route_entropy,
     softmax_route,
+    standardize,
 )
 from fedloom.backbone.layout import TensorLayout
-from fedloom.backbone.lora import lora_a_key
+from fedloom.backbone.lora import lora_a_key, lora_b_key
 from fedloom.seeding import derive_seed
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
@@ -122,6 +137,18 @@ class RPAConfig(MethodConfig):
         "drop", description="add the client's last residual at inference (keep) or not (drop)"
     )
     symmetric_init: bool = Field(False, description="identical prototypes and zero accumulators (ablation)")
+    # beyond seed 000 (see the module docstring): what routes are scored against, and on what scale
+    score: Literal["signature", "prototype", "loss"] = Field(
+        "signature",
+        description="signature (eq. 13, the seed), prototype (cos(−g, A_m − A_i): mirror descent on eq. 24) "
+        "or loss (−calibration loss of each prototype, IFCA-style)",
+    )
+    score_scale: Literal["cosine", "standardized"] = Field(
+        "cosine", description="scores as computed (the seed), or standardized across prototypes (unit spread)"
+    )
+    prototype_b_std: float = Field(
+        0.0, ge=0, description="std of the B factors of prototypes m > 0 at init (0: B = 0, the seed)"
+    )
 
 
 class RPA(Algorithm):
@@ -165,7 +192,11 @@ class RPA(Algorithm):
                 protos.append(protos[0].clone())
             else:
                 g = torch.Generator().manual_seed(derive_seed(self.seed, "rpa-prototype", m))
-                protos.append(layout.flatten(fresh_lora(shapes, rank, g)))
+                fresh = fresh_lora(shapes, rank, g)
+                if self.cfg.prototype_b_std > 0:  # a different function from round 0
+                    fresh |= {lora_b_key(p): torch.randn(s[0], rank, generator=g) * self.cfg.prototype_b_std
+                              for p, s in shapes.items()}  # fmt: skip
+                protos.append(layout.flatten(fresh))
         prototypes = torch.stack(protos)
         if self.cfg.symmetric_init:
             accumulators = torch.zeros_like(prototypes)
@@ -178,9 +209,11 @@ class RPA(Algorithm):
         return Record({PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned})
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
-        sent = {PROTOTYPES: server.tensors[PROTOTYPES], SIGNATURES: server.tensors[SIGNATURES]}
-        if self.learned:
-            sent[PROJECTION] = server.tensors[PROJECTION]
+        sent = {PROTOTYPES: server.tensors[PROTOTYPES]}
+        if self.cfg.score == "signature":  # the other scores read the prototypes alone (eq. 28: no M·q)
+            sent[SIGNATURES] = server.tensors[SIGNATURES]
+            if self.learned:
+                sent[PROJECTION] = server.tensors[PROJECTION]
         return {c: Record(sent) for c in clients}
 
     def upload_spec(self, download: Record, client: str) -> UploadSpec:
@@ -263,31 +296,22 @@ class RPA(Algorithm):
 
     def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
         learner, gen = ctx.learner, ctx.generator
-        prototypes, signatures = download.tensors[PROTOTYPES], download.tensors[SIGNATURES]
-        layout = self.layout
+        prototypes, layout = download.tensors[PROTOTYPES], self.layout
         head = {k: v for k, v in state.tensors.items() if k.startswith(HEAD_PREFIX)}
         route = state.tensors[ROUTE]
 
         new_route, scores = route, torch.zeros_like(route)
         seconds = {"calibration_seconds": 0.0, "routing_seconds": 0.0}
         if self.cfg.route_update != "fixed" and self.cfg.prototypes > 1:
-            started = time.perf_counter()
-            routed = layout.unflatten(route @ prototypes)  # eq. 11
             pick = torch.randperm(learner.num_train, generator=gen)[: self.cfg.calibration_batch].numpy()
-            grads = learner.gradient({**routed, **head}, list(routed), learner.data.train[pick])
-            seconds["calibration_seconds"] = time.perf_counter() - started
+            scores = self._scores(download, route, head, learner, learner.data.train[pick], seconds)
             started = time.perf_counter()
-            g = normalize(layout.flatten(grads))  # eq. 12
-            if self.cfg.score_direction == "descent":
-                g = -g
-            g_tilde = self._project(g)  # eq. 8
-            if self.learned:
-                g_tilde = download.tensors[PROJECTION] @ g_tilde
-            scores = alignment_scores(g_tilde, signatures)  # eq. 13
+            if self.cfg.score_scale == "standardized":
+                scores = standardize(scores)
             step = self.cfg.route_step
             mirror = self.cfg.route_update == "mirror"
             new_route = mirror_descent(route, scores, step) if mirror else softmax_route(scores, step)
-            seconds["routing_seconds"] = time.perf_counter() - started  # projection + scores + update
+            seconds["routing_seconds"] += time.perf_counter() - started  # projection + scores + update
 
         base = route_mix(new_route, prototypes)  # Â = Σ π⁺ A_m
         params = {**layout.unflatten(base.clone()), **head}
@@ -304,11 +328,41 @@ class RPA(Algorithm):
                 "train_loss": fit.loss,
                 "route_entropy": route_entropy(new_route),
                 "route_change": float((new_route - route).abs().sum()),
+                "route_budget": log_odds_budget(scores, self.cfg.route_step),
                 "residual_strength": float(residual.norm() / (base.norm() + 1e-12)),
                 **seconds,
                 **{f"score_{m}": float(s) for m, s in enumerate(scores)},
             },
         )
+
+    def _scores(
+        self, download: Record, route: Tensor, head: Mapping[str, Tensor], learner: Learner, rows: np.ndarray,
+        seconds: dict[str, float],
+    ) -> Tensor:  # fmt: skip
+        """The client's score of each prototype on its calibration batch ``rows`` (``cfg.score``)."""
+        prototypes, layout = download.tensors[PROTOTYPES], self.layout
+        started = time.perf_counter()
+        if self.cfg.score == "loss":  # beyond seed 000: the lower a prototype's own loss, the higher its score
+            with torch.no_grad():
+                losses = [learner.loss({**layout.unflatten(p), **head}, rows) for p in prototypes]
+            seconds["calibration_seconds"] = time.perf_counter() - started
+            return -torch.stack(losses).float()
+        routed = route @ prototypes  # eq. 11
+        grads = learner.gradient({**layout.unflatten(routed), **head}, list(layout.keys), rows)
+        seconds["calibration_seconds"] = time.perf_counter() - started
+        started = time.perf_counter()
+        g = normalize(layout.flatten(grads))  # eq. 12
+        if self.cfg.score_direction == "descent":
+            g = -g
+        if self.cfg.score == "prototype":  # beyond seed 000: against the prototypes themselves
+            scores = prototype_scores(g, prototypes, routed)
+        else:
+            g_tilde = self._project(g)  # eq. 8
+            if self.learned:
+                g_tilde = download.tensors[PROJECTION] @ g_tilde
+            scores = alignment_scores(g_tilde, download.tensors[SIGNATURES])  # eq. 13
+        seconds["routing_seconds"] = time.perf_counter() - started
+        return scores
 
     def client_model(self, download: Record, state: Record) -> ClientModel:
         """Σ_m π_m A_m with the client's route and head, plus its last residual when ``eval_residual=keep``."""

@@ -1,5 +1,9 @@
 """Projected directional routing on the simplex (seed 000, §3.2): alignment scores, KL mirror descent,
-and the route diagnostics of §4.4. Small pure functions on tensors."""
+and the route diagnostics of §4.4. Small pure functions on tensors.
+
+Beyond seed 000 (labelled so): scores against the prototypes themselves (`prototype_scores`), scores
+standardized across prototypes (`standardize`), and the per-round log-odds budget that bounds how far
+eq. 14 can move a route (`log_odds_budget`)."""
 
 from __future__ import annotations
 
@@ -19,6 +23,27 @@ def normalize(v: Tensor, xi: float = XI) -> Tensor:
 def alignment_scores(g: Tensor, signatures: Tensor, xi: float = XI) -> Tensor:
     """s_m = ⟨g̃, v_m⟩ / (‖g̃‖ ‖v_m‖ + ξ) for signatures [M, q]  (eq. 13)."""
     return (signatures @ g) / (g.norm() * signatures.norm(dim=1) + xi)
+
+
+def prototype_scores(direction: Tensor, prototypes: Tensor, routed: Tensor, xi: float = XI) -> Tensor:
+    """s_m = cos(−g, A_m − A_i) for prototypes [M, d] and the routed adapter A_i (eq. 11); beyond seed 000.
+
+    ⟨−g, A_m − A_i⟩ is minus the derivative of the client's loss (eq. 24) along the simplex edge from
+    π toward prototype m, so eq. 14 on these scores is a normalized mirror-descent step on the routing
+    part of eq. 24 itself. Unlike EMA signatures, the inputs never decay toward each other; the client
+    holds the prototypes, so the cosine is exact in R^d (no projection, no signature download)."""
+    return alignment_scores(direction, prototypes - routed, xi)
+
+
+def standardize(scores: Tensor, xi: float = XI) -> Tensor:
+    """(s − mean s) / (std s + ξ) across prototypes: unit spread whatever the scores' scale (beyond seed 000)."""
+    centred = scores - scores.mean()
+    return centred / (centred.pow(2).mean().sqrt() + xi)
+
+
+def log_odds_budget(scores: Tensor, step: float) -> float:
+    """η (max_m s_m − min_m s_m): the most eq. 14 can change any log-odds log(π_m / π_j) this round."""
+    return float(step * (scores.max() - scores.min())) if scores.numel() > 1 else 0.0
 
 
 def mirror_descent(route: Tensor, scores: Tensor, step: float) -> Tensor:

@@ -47,6 +47,8 @@ def test_predictions(
                 }
             )
         )
+    if not parts:  # no client has test rows (e.g. a split that ends before the test period)
+        return pd.DataFrame(columns=["client", "row", "date", "instrument", "score", "target"])
     return pd.concat(parts, ignore_index=True)
 
 

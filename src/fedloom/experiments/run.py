@@ -118,6 +118,9 @@ def financial_outputs(
     the regime breakdown (summary entries)."""
     assert isinstance(ws.table, SampleTable)
     predictions = test_predictions(algorithm, result.server, result.clients, ws.learners, ws.table.frame, cfg.rounds)
+    if predictions.empty:
+        log.warning("no client has test rows: daily.csv, the portfolio and the regimes are skipped")
+        return {}
     daily = daily_metrics(predictions, ws.table.task_kind)
     rundir.write_daily(daily)
     if cfg.dataset not in BENCHMARKS:

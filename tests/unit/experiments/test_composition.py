@@ -134,3 +134,21 @@ def test_a_run_can_start_from_a_peft_adapter(tmp_path):
     loaded = shared_init(small_config(**{"adapter.init_from": str(tmp_path / "adapter")}), lm)
     assert loaded.keys() == trained.keys()
     assert all(torch.equal(loaded[k], trained[k]) for k in trained)
+
+
+def test_a_run_without_test_rows_finishes_and_skips_the_test_outputs(tmp_path):
+    """A split whose test period is empty (issue 21) writes the run but no daily.csv."""
+    import dataclasses
+
+    import numpy as np
+
+    from fedloom.experiments.run import run_method
+    from fedloom.experiments.workspace import prepare_workspace
+
+    cfg = small_config(rounds=1)
+    ws = prepare_workspace(cfg)
+    for learner in ws.learners.values():
+        learner.data = dataclasses.replace(learner.data, test=np.array([], dtype=np.int64))
+    summary = run_method(cfg, ws, tmp_path)
+    assert summary["selection"]["best_round"] == 1 and (tmp_path / "summary.json").is_file()
+    assert not (tmp_path / "daily.csv").exists()

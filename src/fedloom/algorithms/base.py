@@ -115,11 +115,13 @@ class RunReport:
 @dataclass(frozen=True)
 class Audit:
     """What an end-of-run report may read besides the states, never used in training: the learners,
-    each client's most common group, and the hidden task of every row (instruction data only)."""
+    each client's most common group, the hidden task of every row (instruction data only) and each
+    client's most common value of every audit-only column (the synthetic market's planted groups)."""
 
     learners: Mapping[str, Learner]
     client_groups: Mapping[str, str]
     tasks: np.ndarray | None = None
+    client_labels: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # audit column → client → label
 
 
 @dataclass(frozen=True)

@@ -62,6 +62,11 @@ class Table(Protocol):
         """The column of the hidden per-row group reports label clients by: ``group`` (sector) or ``task``."""
 
     @property
+    def audit_columns(self) -> tuple[str, ...]:
+        """Hidden per-row labels kept for audits only, never an input (the synthetic market's planted
+        ``rule_group``): reports measure how a method's client structure matches them."""
+
+    @property
     def default_partition(self) -> Partition:
         """How clients are formed when ``data.partition`` is ``auto``."""
 
@@ -101,6 +106,7 @@ class SampleTable:
     num_classes: int | None = None
     default_partition: Partition = "sector"
     notes: tuple[str, ...] = ()
+    audit_columns: tuple[str, ...] = ()
     is_text: ClassVar[bool] = False
     group_column: ClassVar[str] = "group"
     partition_columns: ClassVar[Mapping[str, str]] = {"sector": "group", "dirichlet": "instrument"}
@@ -190,6 +196,7 @@ class TextTable:
     name: str
     notes: tuple[str, ...] = ()
     synthetic: ClassVar[bool] = False
+    audit_columns: ClassVar[tuple[str, ...]] = ()
     is_text: ClassVar[bool] = True
     group_column: ClassVar[str] = "task"
     default_partition: ClassVar[Partition] = "task_dirichlet"

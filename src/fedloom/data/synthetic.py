@@ -294,7 +294,8 @@ def make_synthetic_market(cfg: SyntheticMarketConfig) -> SampleTable:
         raise DataError("synthetic market produced no rows")
     if cfg.rule_groups > 1:
         frame["rule_group"] = frame["group"].map(group_of).astype(int)
-    return SampleTable(frame, ("mom5", "vol20", "volume_z"), name="synthetic", synthetic=True)
+    audit = ("rule_group",) if "rule_group" in frame.columns else ()
+    return SampleTable(frame, ("mom5", "vol20", "volume_z"), name="synthetic", synthetic=True, audit_columns=audit)
 
 
 def _regimes(rng: np.random.Generator, total: int, stay: float = 0.95) -> list[str]:

@@ -50,7 +50,8 @@ class Workspace:
     def audit(self) -> Audit:
         """What end-of-run reports may read: learners, each client's group, hidden tasks (text data)."""
         tasks = self.table.frame[self.table.group_column].to_numpy(str) if self.table.is_text else None
-        return Audit(self.learners, client_groups(self), tasks)
+        labels = {column: majority(self, column) for column in self.table.audit_columns}
+        return Audit(self.learners, client_groups(self), tasks, labels)
 
 
 def load_adapted(cfg: RunConfig) -> AdaptedLM:
@@ -156,7 +157,12 @@ def token_key(table: Table, backbone: str, cfg: RunConfig) -> str:
 
 def client_groups(ws: Workspace) -> dict[str, str]:
     """Each client's most common group (its sector, or its main task) — the label of report rows."""
-    groups = ws.table.frame[ws.table.group_column].astype(str).to_numpy()
+    return majority(ws, ws.table.group_column)
+
+
+def majority(ws: Workspace, column: str) -> dict[str, str]:
+    """Each client's most common value of ``column`` over its training rows."""
+    groups = ws.table.frame[column].astype(str).to_numpy()
     out = {}
     for cid, learner in ws.learners.items():
         values, counts = np.unique(groups[learner.data.train], return_counts=True)

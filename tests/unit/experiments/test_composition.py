@@ -152,3 +152,22 @@ def test_a_run_without_test_rows_finishes_and_skips_the_test_outputs(tmp_path):
     summary = run_method(cfg, ws, tmp_path)
     assert summary["selection"]["best_round"] == 1 and (tmp_path / "summary.json").is_file()
     assert not (tmp_path / "daily.csv").exists()
+
+
+def test_rpa_reports_how_its_routes_match_the_planted_rule_groups(tmp_path):
+    """The synthetic market's planted groups reach RPA's report as audit labels, never as inputs."""
+    from fedloom.experiments.run import run_method
+    from fedloom.experiments.workspace import prepare_workspace
+
+    cfg = small_config(method="rpa", rounds=1, **{"data.synthetic.rule_groups": 3})
+    ws = prepare_workspace(cfg)
+    assert "rule_group" not in ws.table.covariates
+    summary = run_method(cfg, ws, tmp_path)
+    routes = json.loads((tmp_path / "routes.json").read_text())
+    assert routes["labels"]["rule_group"] == {"energy": "2", "financials": "1", "technology": "0"}
+    from fedloom.metrics.clustering import purity_score
+
+    clients = list(routes["routes"])
+    dominant = np.array([int(np.argmax(routes["routes"][c])) for c in clients])
+    labels = np.array([routes["labels"]["rule_group"][c] for c in clients])
+    assert summary["route_purity"] == routes["purity"] == {"rule_group": purity_score(dominant, labels)}

@@ -99,6 +99,7 @@ from fedloom.algorithms.rpa.routing import (
 )
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import lora_a_key, lora_b_key
+from fedloom.metrics.clustering import purity_score
 from fedloom.seeding import derive_seed
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
@@ -276,7 +277,8 @@ class RPA(Algorithm):
 
     def final_report(self, server: Record, clients: Mapping[str, Record], audit: Audit) -> RunReport:
         """The route matrix (clients × prototypes) with each client's group, the final prototype norms,
-        and the route heatmap (rows sorted by dominant prototype)."""
+        the route heatmap (rows sorted by dominant prototype) and, where the data has hidden client
+        labels, the purity of the clients' dominant prototypes against them."""
         routes = {c: s.tensors[ROUTE].tolist() for c, s in clients.items()}
         order = sorted(routes, key=lambda c: (int(np.argmax(routes[c])), -max(routes[c]), c))
         groups = audit.client_groups
@@ -284,8 +286,15 @@ class RPA(Algorithm):
         heatmap = Heatmap([routes[c] for c in order], labels, "P", "prototype", "route weight π",
                           "final routes, rows by dominant prototype")  # fmt: skip
         norms = server.tensors[PROTOTYPES].norm(dim=1).tolist()
-        return RunReport(files={"routes": {"routes": routes, "group": dict(groups), "prototype_norms": norms}},
-                         heatmaps={"routes": heatmap})  # fmt: skip
+        files = {"routes": routes, "group": dict(groups), "prototype_norms": norms}
+        summary = {}
+        if audit.client_labels:  # hidden client structure (planted groups): do the routes find it?
+            dominant = np.array([int(np.argmax(routes[c])) for c in routes])
+            purity = {name: purity_score(dominant, np.array([labels[c] for c in routes]))
+                      for name, labels in audit.client_labels.items()}  # fmt: skip
+            files |= {"labels": {k: dict(v) for k, v in audit.client_labels.items()}, "purity": purity}
+            summary["route_purity"] = purity
+        return RunReport(files={"routes": files}, heatmaps={"routes": heatmap}, summary=summary)
 
     # client half
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:

@@ -158,7 +158,7 @@ class Quadratic:
     """Loss ½‖θ − θ*‖² over the flat adapter; gradient with a little noise; fit = gradient steps."""
 
     def __init__(self, target: torch.Tensor, seed: int) -> None:
-        self.target, self.num_train = target, 10
+        self.target, self.num_train, self.client_id = target, 10, f"q{seed}"
         self.data = type("D", (), {"train": np.arange(10)})()
         self.g = torch.Generator().manual_seed(seed)
 

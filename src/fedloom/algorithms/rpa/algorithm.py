@@ -100,7 +100,7 @@ from fedloom.algorithms.rpa.routing import (
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import lora_a_key, lora_b_key
 from fedloom.metrics.clustering import purity_score
-from fedloom.seeding import derive_seed
+from fedloom.seeding import derive_seed, generator
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 PROTOTYPES, ACCUMULATORS, SIGNATURES = "prototypes", "accumulators", "signatures"
@@ -312,7 +312,10 @@ class RPA(Algorithm):
         new_route, scores = route, torch.zeros_like(route)
         seconds = {"calibration_seconds": 0.0, "routing_seconds": 0.0}
         if self.cfg.route_update != "fixed" and self.cfg.prototypes > 1:
-            pick = torch.randperm(learner.num_train, generator=gen)[: self.cfg.calibration_batch].numpy()
+            # the calibration batch has its own stream, so every routing switch (fixed routes included)
+            # trains on the same mini-batches and the switches compare paired
+            draw = generator(self.seed, "rpa-calibration", ctx.round, learner.client_id)
+            pick = torch.randperm(learner.num_train, generator=draw)[: self.cfg.calibration_batch].numpy()
             scores = self._scores(download, route, head, learner, learner.data.train[pick], seconds)
             started = time.perf_counter()
             if self.cfg.score_scale == "standardized":

@@ -84,7 +84,7 @@ ws = prepare_workspace(cfg)
 one = next(iter(ws.learners.values()))
 rows = {s: np.concatenate([l.data.split(s) for l in ws.learners.values()]) for s in ("train", "val", "test")}
 clients = [ClientData(f"c{i}", *(np.array_split(rows[s], k)[i] for s in ("train", "val", "test"))) for i in range(k)]
-learners = {c.client_id: Learner(ws.lm, one.features, ws.table.targets, ws.table.dates, c, 16) for c in clients}
+learners = {c.client_id: Learner(ws.lm, one.features, ws.table.targets, ws.table.dates, c) for c in clients}
 InProcessRuntime(FedAvg(cfg.train), learners, FederationConfig(), 0).run(ws.shared_init, rounds=1)
 hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM")][0]  # ru_maxrss survives exec; VmHWM not
 print(int(hwm.split()[1]))

@@ -36,7 +36,7 @@ rows = {s: np.concatenate([l.data.split(s) for l in ws.learners.values()]) for s
 perm = {s: np.random.default_rng(0).permutation(r) for s, r in rows.items()}
 clients = [ClientData(f"c{i:03d}", *(np.sort(np.array_split(perm[s], k)[i]) for s in ("train", "val", "test")))
            for i in range(k)]
-learners = {c.client_id: Learner(ws.lm, one.features, ws.table.targets, ws.table.dates, c, 16) for c in clients}
+learners = {c.client_id: Learner(ws.lm, one.features, ws.table.targets, ws.table.dates, c) for c in clients}
 algo = build_algorithm(method, method_context(cfg, ws.lm.layout.slot()))
 hist = InProcessRuntime(algo, learners, cfg.federation, 0).run(ws.shared_init, rounds).history
 hwm = int([l for l in open("/proc/self/status") if l.startswith("VmHWM")][0].split()[1])

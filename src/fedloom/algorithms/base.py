@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
 from fedloom.backbone.layout import TensorLayout
-from fedloom.tasks.learner import HEAD_PREFIX, SINGLE, Learner, Mixture, ParamGroup
+from fedloom.tasks.learner import HEAD_PREFIX, SINGLE, Learner, Mixture, Optimization, ParamGroup
 
 Scalar = int | float | str | bool
 NUM_EXAMPLES = "num_examples"
@@ -213,3 +213,9 @@ class Algorithm(ABC):
         adapter = tuple(k for k in keys if not k.startswith(HEAD_PREFIX))
         groups = [ParamGroup(adapter, self.local.lr, self.local.weight_decay)] if adapter else []
         return groups + ([ParamGroup(head, self.local.head_lr)] if head else [])
+
+    def optimization(self, keys: Sequence[str], extra: Sequence[ParamGroup] = ()) -> Optimization:
+        """How ``keys`` train locally: `param_groups` (then ``extra`` groups), the batch size and gradient clip
+        of the ``train`` section."""
+        groups = [*self.param_groups(keys), *extra]
+        return Optimization(groups, self.local.batch_size, self.local.grad_clip)

@@ -53,14 +53,14 @@ class Ditto(FedAvg):
 
     def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
         w = {**download.tensors, **_shared_head(state)}
-        fit_w = ctx.learner.fit(w, self.param_groups(list(w)), self.local.steps, ctx.generator)
+        fit_w = ctx.learner.fit(w, self.optimization(list(w)), self.local.steps, ctx.generator)
         anchor = dict(download.tensors)
 
         def prox(p: Mapping[str, Tensor]) -> Tensor:  # λ/2 ‖v − wᵗ‖² on the adapter tensors
             return 0.5 * self.cfg.lam * cast(Tensor, sum((p[k] - anchor[k]).pow(2).sum() for k in anchor))
 
         v = self._personal(state)
-        fit_v = ctx.learner.fit(v, self.param_groups(list(v)), self.personal_steps, ctx.generator, regularizer=prox)
+        fit_v = ctx.learner.fit(v, self.optimization(list(v)), self.personal_steps, ctx.generator, regularizer=prox)
         new_state = {
             **{k: fit_w.params[k] for k in _shared_head(state)},
             **{PERSONAL + k: x for k, x in fit_v.params.items()},

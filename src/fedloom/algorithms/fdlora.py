@@ -63,10 +63,10 @@ class FDLoRA(FedAvg):
     def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
         head = _head(state)
         personal = {**_personal(state), **head}
-        fit_p = ctx.learner.fit(personal, self.param_groups(list(personal)), self.personal_steps, ctx.generator)
+        fit_p = ctx.learner.fit(personal, self.optimization(list(personal)), self.personal_steps, ctx.generator)
         head = {k: fit_p.params[k] for k in head}
         glob = {**download.tensors, **head}
-        fit_g = ctx.learner.fit(glob, self.param_groups(list(download.tensors)), self.local.steps, ctx.generator)
+        fit_g = ctx.learner.fit(glob, self.optimization(list(download.tensors)), self.local.steps, ctx.generator)
         theta_p = {k: fit_p.params[k] for k in download.tensors}
         theta_g = {k: fit_g.params[k] for k in download.tensors}
         w_p, w_g, fused_loss = self.ada_fusion(ctx, theta_p, theta_g, head)

@@ -178,7 +178,7 @@ class FedAvg(Algorithm):
             def regularizer(p: Mapping[str, Tensor]) -> Tensor:
                 return 0.5 * self.prox_mu * cast(Tensor, sum((p[k] - anchor[k]).pow(2).sum() for k in anchor))
 
-        fit = ctx.learner.fit(params, self.param_groups(trainable), self.local.steps, ctx.generator, regularizer)
+        fit = ctx.learner.fit(params, self.optimization(trainable), self.local.steps, ctx.generator, regularizer)
         shared = {k: fit.params[k] for k in download.tensors}
         if self.privacy.clip:  # released update: clip(Δ) + N(0, (σC)²), before anything leaves the client
             delta = {k: v.detach() - download.tensors[k] for k, v in shared.items()}

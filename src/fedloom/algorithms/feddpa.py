@@ -94,13 +94,13 @@ class FedDPA(Algorithm):
         if ctx.round > 1:  # local step: train the local adapter (and head) beside the frozen global one
             params = {**download.tensors, **local}
             mix = Mixture((DEFAULT_SLOT, LOCAL_SLOT), weights=self._fixed_weights)
-            fit_local = ctx.learner.fit(params, self.param_groups(list(local)), self.personal_steps, ctx.generator,
+            fit_local = ctx.learner.fit(params, self.optimization(list(local)), self.personal_steps, ctx.generator,
                                         mixture=mix)  # fmt: skip
             local = {k: fit_local.params[k] for k in local}
             metrics["local_train_loss"] = fit_local.loss
         head = {k: v for k, v in local.items() if k.startswith(HEAD_PREFIX)}
         params = {**download.tensors, **head}
-        fit = ctx.learner.fit(params, self.param_groups(list(params)), self.local.steps, ctx.generator)
+        fit = ctx.learner.fit(params, self.optimization(list(params)), self.local.steps, ctx.generator)
         local.update({k: fit.params[k] for k in head})
         return ClientUpdate(
             upload=Record({k: fit.params[k] for k in download.tensors}, {NUM_EXAMPLES: ctx.learner.num_train}),

@@ -81,7 +81,7 @@ class FedExLoRA(Algorithm):
     def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
         params = self.client_model(download, state).params
         trainable = [k for k in params if ".base_delta" not in k]
-        fit = ctx.learner.fit(params, self.param_groups(trainable), self.local.steps, ctx.generator)
+        fit = ctx.learner.fit(params, self.optimization(trainable), self.local.steps, ctx.generator)
         factors = [k for k in download.tensors if ".lora_" in k]
         return ClientUpdate(
             upload=Record({k: fit.params[k] for k in factors}, {NUM_EXAMPLES: ctx.learner.num_train}),

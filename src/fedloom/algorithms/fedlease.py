@@ -143,7 +143,7 @@ class FedLEASE(Algorithm):
         head = {k: v for k, v in state.tensors.items() if k.startswith(HEAD_PREFIX)}
         if download.scalars[STAGE] == "warmup":  # local LoRA, nothing shared until the last warm-up round
             fit = learner.fit(
-                dict(state.tensors), self.param_groups(list(state.tensors)), self.local.steps, ctx.generator
+                dict(state.tensors), self.optimization(list(state.tensors)), self.local.steps, ctx.generator
             )
             lora = {k: fit.params[k] for k in self.layout.keys}
             assert learner.features.embedding is not None  # the workspace always computes the frozen embedding
@@ -154,7 +154,7 @@ class FedLEASE(Algorithm):
         params = {**download.tensors, **head}
         trainable = [*self._own_layout(g).keys, ROUTER, *head]
         mixture = self.mixture(int(download.scalars[CLUSTERS]), g)
-        fit = learner.fit(params, self.param_groups(trainable), self.local.steps, ctx.generator, mixture=mixture)
+        fit = learner.fit(params, self.optimization(trainable), self.local.steps, ctx.generator, mixture=mixture)
         shared = {k: fit.params[k] for k in (*self._own_layout(g).keys, ROUTER)}
         return ClientUpdate(
             Record(shared, {NUM_EXAMPLES: learner.num_train}),

@@ -37,8 +37,8 @@ class FedRep(FedAvg):
         head_keys = [k for k in params if k.startswith(HEAD_PREFIX)]
         body_keys = [k for k in params if not k.startswith(HEAD_PREFIX)]
         head_steps, body_steps = self.phase_steps()
-        first = ctx.learner.fit(params, self.param_groups(head_keys), head_steps, ctx.generator)
-        second = ctx.learner.fit(first.params, self.param_groups(body_keys), body_steps, ctx.generator)
+        first = ctx.learner.fit(params, self.optimization(head_keys), head_steps, ctx.generator)
+        second = ctx.learner.fit(first.params, self.optimization(body_keys), body_steps, ctx.generator)
         return ClientUpdate(
             upload=Record({k: second.params[k] for k in download.tensors}, {NUM_EXAMPLES: ctx.learner.num_train}),
             state=Record({k: second.params[k] for k in state.tensors}),

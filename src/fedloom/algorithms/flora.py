@@ -88,7 +88,7 @@ class FLoRA(Algorithm):
     def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
         fresh = fresh_lora(base_delta_shapes(download.tensors), int(download.scalars[RANK]), ctx.generator)
         params = {**download.tensors, **fresh, **state.tensors}
-        fit = ctx.learner.fit(params, self.param_groups([*fresh, *state.tensors]), self.local.steps, ctx.generator)
+        fit = ctx.learner.fit(params, self.optimization([*fresh, *state.tensors]), self.local.steps, ctx.generator)
         return ClientUpdate(
             upload=Record({k: fit.params[k] for k in fresh}, {NUM_EXAMPLES: ctx.learner.num_train}),
             state=Record({k: fit.params[k] for k in state.tensors}),

@@ -110,11 +110,11 @@ class FwdLLM(Algorithm):
         theta = {k: v for k, v in download.tensors.items() if not k.startswith(GRAD)}
         previous = {k: download.tensors[GRAD + k] for k in theta}
         learner, gen, h = ctx.learner, ctx.generator, self.cfg.h
-        fit = learner.fit({**theta, **state.tensors}, self.param_groups(list(state.tensors)), self.local.steps, gen)
+        fit = learner.fit({**theta, **state.tensors}, self.optimization(list(state.tensors)), self.local.steps, gen)
         head = {k: fit.params[k] for k in state.tensors if k.startswith(HEAD_PREFIX)}
         estimates = []
         with torch.no_grad():
-            for rows in learner.batches(self.local.steps, gen):
+            for rows in learner.batches(self.local.steps, gen, self.local.batch_size):
                 v = self._perturbation(previous, gen)
                 plus = learner.loss({k: theta[k] + h * v[k] for k in theta} | head, rows)
                 minus = learner.loss({k: theta[k] - h * v[k] for k in theta} | head, rows)

@@ -32,7 +32,7 @@ class LocalOnly(Algorithm):
         return Record({**shared_init, **learner.init_head(generator)})
 
     def local_update(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
-        fit = ctx.learner.fit(state.tensors, self.param_groups(list(state.tensors)), self.local.steps, ctx.generator)
+        fit = ctx.learner.fit(state.tensors, self.optimization(list(state.tensors)), self.local.steps, ctx.generator)
         return ClientUpdate(upload=Record(), state=Record(fit.params), metrics={"train_loss": fit.loss})
 
     def client_model(self, download: Record, state: Record) -> ClientModel:

@@ -89,7 +89,7 @@ class Scaffold(Algorithm):
         params = {**theta, **head}
         offset = {k: c[k] - c_i[k] for k in theta}
         fit = ctx.learner.fit(
-            params, self.param_groups(list(params)), self.local.steps, ctx.generator, grad_offset=offset
+            params, self.optimization(list(params)), self.local.steps, ctx.generator, grad_offset=offset
         )
         k_eta = self.local.steps * self.local.lr  # Σ_k η_k for a constant learning rate
         c_new = {k: c_i[k] - c[k] + (theta[k] - fit.params[k]) / k_eta for k in theta}

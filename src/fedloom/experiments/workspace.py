@@ -127,7 +127,7 @@ def _learner(
     """One client's learner: its rows, the task its targets define and, if configured, its numeric inputs."""
     if text_task is not None:
         none = np.zeros(len(table), dtype=np.float32)
-        return Learner(lm, features, none, none.astype("datetime64[D]"), client, cfg.train.batch_size, text_task)
+        return Learner(lm, features, none, none.astype("datetime64[D]"), client, text_task)
     assert isinstance(table, SampleTable)
     numeric = None
     if uses_numeric_side_channel(cfg.data.prompt):
@@ -140,10 +140,8 @@ def _learner(
         table.targets,
         table.dates,
         client,
-        cfg.train.batch_size,
         task=make_task(table.task_kind, table.targets[client.train], table.num_classes),
         eval_targets=table.frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else None,
-        grad_clip=cfg.train.grad_clip,
         side_channel=None if numeric is None else SideChannel.fitted(numeric, client.train),
     )
 

@@ -2,7 +2,8 @@
 
 A client model is a flat dict of named tensors: adapter tensors (bound to the shared frozen
 backbone, see `fedloom.backbone.lora`) and private head tensors (``head.*``). Algorithms decide
-which tensors train, with which learning rate and regularizer; the learner owns the loop.
+which tensors train and how (`Optimization`: learning rates, batch size, clipping) and with which
+regularizer; the learner owns the loop and knows only the client's data, task and model.
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ class ParamGroup:
 
 
 @dataclass(frozen=True)
+class Optimization:
+    """How a client trains: AdamW parameter groups, the mini-batch size and the gradient-norm clip (None: off)."""
+
+    groups: Sequence[ParamGroup]
+    batch_size: int
+    grad_clip: float | None = None
+
+
+@dataclass(frozen=True)
 class FitResult:
     """Parameters after local training and what it cost."""
 
@@ -76,11 +86,9 @@ class Learner:
         targets: np.ndarray,
         dates: np.ndarray,
         data: ClientData,
-        batch_size: int,
         task: Task | None = None,
         eval_targets: np.ndarray | None = None,
         eval_batch_size: int = 64,
-        grad_clip: float | None = None,
         side_channel: SideChannel | None = None,
     ) -> None:
         """``eval_targets`` (default: ``targets``) are what metrics compare with, e.g. the raw return
@@ -95,9 +103,7 @@ class Learner:
         self.dates = dates
         self.data = data
         self.task = task if task is not None else RegressionTask.fitted(targets[data.train])
-        self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size
-        self.grad_clip = grad_clip
         self.side_channel = side_channel
 
     @property
@@ -161,7 +167,7 @@ class Learner:
     def fit(
         self,
         params: Mapping[str, Tensor],
-        groups: Sequence[ParamGroup],
+        optimization: Optimization,
         steps: int,
         generator: torch.Generator,
         regularizer: Regularizer | None = None,
@@ -169,12 +175,14 @@ class Learner:
         mixture: Mixture = SINGLE,
         schedule: Sequence[np.ndarray] | None = None,
     ) -> FitResult:
-        """``steps`` AdamW steps on mini-batches of the training rows; tensors outside ``groups`` stay fixed.
+        """``steps`` AdamW steps on mini-batches of the training rows; tensors outside ``optimization.groups``
+        stay fixed; with ``optimization.grad_clip`` the gradient norm of the trained tensors is clipped.
 
         ``regularizer(params)`` is added to the loss (FedProx, Ditto); ``grad_offset`` is added to the
         gradients before each step (SCAFFOLD's control-variate correction); ``schedule`` gives the
         mini-batches explicitly (FedWeave's bucket interleaving) instead of ``steps`` random ones.
         """
+        groups = optimization.groups
         trainable = {k for g in groups for k in g.keys}
         unknown = trainable - params.keys()
         if unknown:
@@ -183,7 +191,8 @@ class Learner:
         optimizer = torch.optim.AdamW(
             [{"params": [live[k] for k in g.keys], "lr": g.lr, "weight_decay": g.weight_decay} for g in groups]
         )
-        losses, batches = [], list(schedule) if schedule is not None else self.batches(steps, generator)
+        batches = list(schedule) if schedule is not None else self.batches(steps, generator, optimization.batch_size)
+        losses: list[float] = []
         for rows in batches:
             loss = self.loss(live, rows, train=True, mixture=mixture)
             total = loss if regularizer is None else loss + regularizer(live)
@@ -194,8 +203,8 @@ class Learner:
                 if grad is None:
                     raise ConfigError(f"client {self.client_id}: grad_offset names {key!r}, which gets no gradient")
                 grad.add_(offset)
-            if self.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_([live[k] for k in trainable], self.grad_clip)
+            if optimization.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_([live[k] for k in trainable], optimization.grad_clip)
             optimizer.step()
             losses.append(float(loss.detach()))
         out = {k: v.detach() for k, v in live.items()}
@@ -263,16 +272,19 @@ class Learner:
         weights = None if mixture.weights is None else mixture.weights(self, params, rows)
         return Binding(adapters, slots=mixture.slots, weights=weights, top_k=mixture.top_k, train=train)
 
-    def batches(self, steps: int, generator: torch.Generator, rows: np.ndarray | None = None) -> list[np.ndarray]:
-        """Mini-batches drawn epoch by epoch from a seeded permutation of ``rows`` (default: all training rows)."""
+    def batches(
+        self, steps: int, generator: torch.Generator, batch_size: int, rows: np.ndarray | None = None
+    ) -> list[np.ndarray]:
+        """``steps`` mini-batches of ``batch_size`` drawn epoch by epoch from a seeded permutation of ``rows``
+        (default: all training rows)."""
         rows = self.data.train if rows is None else rows
         out: list[np.ndarray] = []
         order = np.zeros(0, dtype=np.int64)
         while len(out) < steps:
-            if len(order) < min(self.batch_size, len(rows)):
+            if len(order) < min(batch_size, len(rows)):
                 order = rows[torch.randperm(len(rows), generator=generator).numpy()]
-            out.append(order[: self.batch_size])
-            order = order[self.batch_size :]
+            out.append(order[:batch_size])
+            order = order[batch_size:]
         return out
 
 

@@ -169,8 +169,8 @@ class Quadratic:
         flat = LAYOUT.flatten({k: params[k] for k in LAYOUT.keys})
         return LAYOUT.unflatten(flat - self.target + 0.05 * torch.randn(flat.shape, generator=self.g))
 
-    def fit(self, params, groups, steps, generator, **kw):
-        trained = {k for grp in groups for k in grp.keys}
+    def fit(self, params, optimization, steps, generator, **kw):
+        trained = {k for grp in optimization.groups for k in grp.keys}
         flat = LAYOUT.flatten({k: params[k] for k in LAYOUT.keys})
         for _ in range(steps):
             flat = flat - 0.3 * (flat - self.target)

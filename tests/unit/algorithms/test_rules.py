@@ -53,8 +53,8 @@ class FakeLearner:
     def init_head(self, generator):
         return {"head.weight": torch.zeros(1, 4), "head.bias": torch.zeros(1)}
 
-    def fit(self, params, groups, steps, generator, regularizer=None, grad_offset=None, mixture=None):
-        trainable = [k for g in groups for k in g.keys]
+    def fit(self, params, optimization, steps, generator, regularizer=None, grad_offset=None, mixture=None):
+        trainable = [k for g in optimization.groups for k in g.keys]
         self.calls.append(dict(trainable=trainable, steps=steps, regularizer=regularizer, grad_offset=grad_offset,
                                mixture=mixture, params=dict(params)))  # fmt: skip
         out = {k: (v + self.shift if k in trainable else v.clone()) for k, v in params.items()}
@@ -320,10 +320,10 @@ def test_fwdllm_forward_gradient_is_unbiased_on_a_quadratic():
     class Quadratic:
         num_train = 4
 
-        def fit(self, params, groups, steps, generator, **kw):
+        def fit(self, params, optimization, steps, generator, **kw):
             return FitResult(dict(params), 0.0, steps, steps)
 
-        def batches(self, steps, generator):
+        def batches(self, steps, generator, batch_size):
             return [np.arange(1)] * steps
 
         def loss(self, params, rows):

@@ -24,7 +24,7 @@ def test_cached_response_loss_equals_the_hf_loss(tiny_lm):
     )
     data = ClientData("c", np.array([0, 1]), np.array([], dtype=int), np.array([], dtype=int))
     learner = Learner(tiny_lm, compute_features(tiny_lm, tokens), np.zeros(2, np.float32),
-                      np.zeros(2, "datetime64[D]"), data, batch_size=2, task=task)  # fmt: skip
+                      np.zeros(2, "datetime64[D]"), data, task=task)  # fmt: skip
     g = torch.Generator().manual_seed(0)
     params = {k: torch.randn(v.shape, generator=g) * 0.1 for k, v in tiny_lm.layout.init_slot(g).items()}
     ours = learner.loss(params, np.array([0, 1])).item()

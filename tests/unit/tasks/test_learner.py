@@ -1,4 +1,4 @@
-"""The local learner: which tensors train, determinism, regularizers, and that training learns."""
+"""The local learner: which tensors train, determinism, regularizers, clipping, and that training learns."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from fedloom.data import (
     tokenize_prompts,
 )
 from fedloom.errors import ConfigError
-from fedloom.tasks.learner import Learner, ParamGroup
+from fedloom.tasks.learner import Learner, Optimization, ParamGroup
 
 
 @pytest.fixture
@@ -27,7 +27,7 @@ def learner(tiny_lm):
     clients = client_views(
         partition_by_group(table.frame["group"].to_numpy()), chronological_split(table.dates, (0.6, 0.2, 0.2))
     )
-    return Learner(tiny_lm, feats, table.targets, table.dates, clients[0], batch_size=8)
+    return Learner(tiny_lm, feats, table.targets, table.dates, clients[0])
 
 
 def _params(learner, seed=0):
@@ -35,10 +35,14 @@ def _params(learner, seed=0):
     return {**learner.lm.layout.init_slot(g), **learner.init_head(g)}
 
 
+def _opt(keys, lr, grad_clip=None):
+    return Optimization([ParamGroup(tuple(keys), lr=lr)], batch_size=8, grad_clip=grad_clip)
+
+
 def test_only_listed_tensors_change(learner):
     params = _params(learner)
     a_keys = tuple(k for k in params if ".lora_A." in k)
-    fit = learner.fit(params, [ParamGroup(a_keys, lr=1e-2)], steps=2, generator=torch.Generator().manual_seed(0))
+    fit = learner.fit(params, _opt(a_keys, 1e-2), steps=2, generator=torch.Generator().manual_seed(0))
     for k, v in params.items():
         changed = not torch.equal(fit.params[k], v)
         # B = 0 at init, so A receives no gradient from the loss: only B would move; A stays put here
@@ -48,11 +52,11 @@ def test_only_listed_tensors_change(learner):
 
 def test_fit_is_deterministic_given_generator_and_seed(learner):
     params = _params(learner)
-    groups = [ParamGroup(tuple(params), lr=1e-2)]
+    opt = _opt(params, 1e-2)
     runs = []
     for _ in range(2):
         torch.manual_seed(7)
-        runs.append(learner.fit(params, groups, steps=3, generator=torch.Generator().manual_seed(5)))
+        runs.append(learner.fit(params, opt, steps=3, generator=torch.Generator().manual_seed(5)))
     assert all(torch.equal(runs[0].params[k], runs[1].params[k]) for k in params)
     assert runs[0].loss == runs[1].loss
 
@@ -61,9 +65,7 @@ def test_training_lowers_the_training_loss(learner):
     params = _params(learner)
     rows = learner.data.train
     before = learner.loss(params, rows).item()
-    fit = learner.fit(
-        params, [ParamGroup(tuple(params), lr=5e-3)], steps=30, generator=torch.Generator().manual_seed(0)
-    )
+    fit = learner.fit(params, _opt(params, 5e-3), steps=30, generator=torch.Generator().manual_seed(0))
     assert learner.loss(fit.params, rows).item() < before
 
 
@@ -72,7 +74,7 @@ def test_regularizer_pulls_towards_its_anchor(learner):
     head = tuple(k for k in params if k.startswith("head."))
     anchor = {k: params[k].clone() for k in head}
     prox = lambda p: 1e4 * sum((p[k] - anchor[k]).pow(2).sum() for k in head)  # noqa: E731
-    g = [ParamGroup(head, lr=1e-2)]
+    g = _opt(head, 1e-2)
     free = learner.fit(params, g, steps=5, generator=torch.Generator().manual_seed(0))
     held = learner.fit(params, g, steps=5, generator=torch.Generator().manual_seed(0), regularizer=prox)
     dist = lambda p: sum((p[k] - anchor[k]).norm() for k in head)  # noqa: E731
@@ -81,13 +83,33 @@ def test_regularizer_pulls_towards_its_anchor(learner):
 
 def test_unknown_tensor_is_a_clear_error(learner):
     with pytest.raises(ConfigError, match="cannot train unknown tensors"):
-        learner.fit(_params(learner), [ParamGroup(("nope",), lr=1.0)], 1, torch.Generator())
+        learner.fit(_params(learner), _opt(["nope"], 1.0), 1, torch.Generator())
 
 
 def test_batches_cover_an_epoch_before_repeating(learner):
-    batches = learner.batches(steps=len(learner.data.train) // 8, generator=torch.Generator().manual_seed(0))
+    batches = learner.batches(len(learner.data.train) // 8, torch.Generator().manual_seed(0), batch_size=8)
     seen = np.concatenate(batches)
-    assert len(seen) == len(set(seen.tolist()))
+    assert len(seen) == len(set(seen.tolist())) and all(len(b) == 8 for b in batches)
+
+
+def test_fit_draws_batches_of_the_optimization_batch_size(learner):
+    params = _params(learner)
+    head = [k for k in params if k.startswith("head.")]
+    opt = Optimization([ParamGroup(tuple(head), lr=1e-3)], batch_size=3)
+    fit = learner.fit(params, opt, steps=4, generator=torch.Generator().manual_seed(0))
+    assert fit.steps == 4 and fit.samples == 12
+
+
+def test_grad_clip_bounds_each_step(learner):
+    """AdamW ignores the gradient's scale, save for its eps (1e-8): a first step moves each tensor by ~lr, but
+    clipped to a norm far below eps the step shrinks to almost nothing."""
+    params = _params(learner)
+    head = [k for k in params if k.startswith("head.")]
+    moved = []
+    for clip in (None, 1e-12):
+        fit = learner.fit(params, _opt(head, 1e-2, clip), 1, torch.Generator().manual_seed(0))
+        moved.append(float(sum((fit.params[k] - params[k]).norm() for k in head)))
+    assert moved[0] > 1e-2 and moved[1] < 1e-3 * moved[0]
 
 
 def test_predict_and_evaluate_use_the_requested_split(learner):

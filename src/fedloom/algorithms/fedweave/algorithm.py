@@ -52,7 +52,7 @@ from fedloom.algorithms.fedweave.schedule import allocate_steps, interleave
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import DEFAULT_SLOT
 from fedloom.seeding import derive_seed
-from fedloom.tasks.learner import HEAD_PREFIX, Learner, Mixture, ParamGroup
+from fedloom.tasks.learner import HEAD_PREFIX, Learner, Mixture, Optimization, ParamGroup
 
 STAGE, DISCOVER, TRAIN = "stage", "discover", "train"
 EXPERTS, BUCKETS, BUCKET = "experts", "buckets", "bucket"
@@ -206,8 +206,8 @@ class FedWeave(Algorithm):
         for c in range(int(labels.max()) + 1):
             members = rows[labels == c]
             params = {**download.tensors, **head}
-            schedule = learner.batches(self.cfg.warmup_steps, ctx.generator, rows=members)
-            fit = learner.fit(params, self.param_groups(list(download.tensors)), len(schedule), ctx.generator,
+            schedule = learner.batches(self.cfg.warmup_steps, ctx.generator, self.local.batch_size, rows=members)
+            fit = learner.fit(params, self.optimization(list(download.tensors)), len(schedule), ctx.generator,
                               schedule=schedule)  # fmt: skip
             upload.update({f"{BUCKET}{c}/{k}": fit.params[k] for k in download.tensors})
             scalars[f"size/{c}"] = len(members)
@@ -223,18 +223,20 @@ class FedWeave(Algorithm):
         rows = learner.data.train
         sizes = [int((labels == c).sum()) for c in range(int(labels.max()) + 1)]
         steps = allocate_steps(sizes, max(self.local.steps, sum(s > 0 for s in sizes)))
-        per_bucket = {c: learner.batches(n, gen, rows=rows[labels == c]) for c, n in enumerate(steps) if n}
+        per_bucket = {
+            c: learner.batches(n, gen, self.local.batch_size, rows=rows[labels == c]) for c, n in enumerate(steps) if n
+        }
         head = {k: v for k, v in state.tensors.items() if k.startswith(HEAD_PREFIX)}
         experts = int(download.scalars[EXPERTS])
         mixture = self.mixture(experts, top_k=None)
         params = {**download.tensors, **head}
-        groups = self._groups(list(params))
+        optimization = self._optimization(list(params))
         if self.cfg.granularity == "prototype/prototype":  # router restarts at every bucket
             losses: list[float]
             fit_params, endpoints, losses = dict(params), [], []
             for c, batches in per_bucket.items():
                 start = {**fit_params, **{k: v for k, v in download.tensors.items() if k.startswith(ROUTER)}}
-                fit = learner.fit(start, groups, len(batches), gen, mixture=mixture, schedule=batches)
+                fit = learner.fit(start, optimization, len(batches), gen, mixture=mixture, schedule=batches)
                 fit_params, losses = dict(fit.params), [*losses, fit.loss]
                 endpoints.append((sizes[c], {k: v for k, v in fit.params.items() if k.startswith(ROUTER)}))
             router = weighted_mean([e for _, e in endpoints], [n for n, _ in endpoints])
@@ -242,7 +244,7 @@ class FedWeave(Algorithm):
         else:
             cursor = {c: iter(b) for c, b in per_bucket.items()}
             schedule = [next(cursor[c]) for c in interleave(steps)]
-            fit = learner.fit(params, groups, len(schedule), gen, mixture=mixture, schedule=schedule)
+            fit = learner.fit(params, optimization, len(schedule), gen, mixture=mixture, schedule=schedule)
             final, loss = fit.params, fit.loss
         counts = self._client_counts(download)
         upload = {
@@ -290,10 +292,11 @@ class FedWeave(Algorithm):
 
         return Mixture(tuple(slot(m) for m in range(experts)), weights=weights, top_k=top_k)
 
-    def _groups(self, keys: Sequence[str]) -> list[ParamGroup]:
+    def _optimization(self, keys: Sequence[str]) -> Optimization:
+        """The usual groups for adapters and head, then the router at ``router_lr``."""
         router = tuple(k for k in keys if k.startswith(ROUTER))
         rest = [k for k in keys if not k.startswith(ROUTER)]
-        return [*self.param_groups(rest), ParamGroup(router, self.cfg.router_lr)]
+        return self.optimization(rest, extra=[ParamGroup(router, self.cfg.router_lr)])
 
     def _expert_layout(self, m: int) -> TensorLayout:
         return TensorLayout(tuple((k.replace(f".{DEFAULT_SLOT}.", f".{slot(m)}."), s) for k, s in self.layout.entries))

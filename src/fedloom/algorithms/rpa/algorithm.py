@@ -329,7 +329,7 @@ class RPA(Algorithm):
         params = {**layout.unflatten(base.clone()), **head}
         trainable = list(params) if self.cfg.local_residual else list(head)
         started = time.perf_counter()
-        fit = learner.fit(params, self.param_groups(trainable), self.local.steps, gen)
+        fit = learner.fit(params, self.optimization(trainable), self.local.steps, gen)
         seconds["residual_seconds"] = time.perf_counter() - started
         residual = layout.flatten({k: fit.params[k] for k in layout.keys}) - base  # R = θ_E − Â
         new_head = {k: fit.params[k] for k in head}

@@ -167,3 +167,21 @@ def test_methods_lists_every_method_with_its_own_summary(monkeypatch, capsys):
     assert [line.split()[0] for line in lines] == sorted(METHODS)
     summaries = [line.split(maxsplit=1)[1] for line in lines]
     assert len(set(summaries)) == len(METHODS) and any(s.startswith("FedBiOT: ") for s in summaries)
+
+
+def test_clipped_runs_do_not_depend_on_the_hash_seed(tmp_path):
+    """train.grad_clip sums the gradient norm in a fixed order: two processes with different hash seeds
+    (and so different set orders) give the same run."""
+    import os
+
+    summaries = []
+    for hash_seed in ("1", "2"):
+        out = tmp_path / hash_seed
+        cmd = [sys.executable, "-m", "fedloom.cli", "run", "--method", "fedavg", "--backbone", "tiny-random-llama",
+               "--rounds", "2", "--out", str(out), "--set", "train.grad_clip=0.05", *SMALL]  # fmt: skip
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        summaries.append(json.loads((out / "summary.json").read_text()))
+    assert summaries[0]["metrics"] == summaries[1]["metrics"]
+    assert summaries[0]["final_metrics"] == summaries[1]["final_metrics"]

@@ -204,7 +204,9 @@ class Learner:
                     raise ConfigError(f"client {self.client_id}: grad_offset names {key!r}, which gets no gradient")
                 grad.add_(offset)
             if optimization.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_([live[k] for k in trainable], optimization.grad_clip)
+                # in the groups' key order: a set's order follows the hash seed, and so would the norm's sum
+                ordered = dict.fromkeys(k for g in groups for k in g.keys)
+                torch.nn.utils.clip_grad_norm_([live[k] for k in ordered], optimization.grad_clip)
             optimizer.step()
             losses.append(float(loss.detach()))
         out = {k: v.detach() for k, v in live.items()}

@@ -202,8 +202,16 @@ def _needs_layout(b: BuildContext, name: str) -> TensorLayout:
 def build_algorithm(name: str, context: BuildContext) -> Algorithm:
     if name not in METHODS:
         raise ConfigError(f"unknown method {name!r}; available: {', '.join(sorted(METHODS))}")
-    defended = context.privacy.clip is not None or context.robust.rule != "mean"
-    if defended and name not in FEDAVG_FAMILY:
-        raise ConfigError(f"privacy.clip and robust.rule apply to the FedAvg family ({', '.join(FEDAVG_FAMILY)}); "
-                          f"{name!r} aggregates differently")  # fmt: skip
+    problem = defence_conflict(name, context.privacy, context.robust)
+    if problem:
+        raise ConfigError(problem)
     return METHODS[name].build(context)
+
+
+def defence_conflict(name: str, privacy: PrivacyConfig, robust: RobustConfig) -> str | None:
+    """Why DP uploads or a robust rule cannot be combined with method ``name``, or None if they can."""
+    defended = privacy.clip is not None or robust.rule != "mean"
+    if defended and name not in FEDAVG_FAMILY:
+        return (f"privacy.clip and robust.rule apply to the FedAvg family ({', '.join(FEDAVG_FAMILY)}); "
+                f"{name!r} aggregates differently")  # fmt: skip
+    return None

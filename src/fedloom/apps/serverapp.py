@@ -20,6 +20,7 @@ from flwr.serverapp import Grid, ServerApp
 from fedloom.experiments.config import RunConfig, dump_config, load_config
 from fedloom.experiments.methods import build_method
 from fedloom.experiments.run import finish_run, run_rounds
+from fedloom.experiments.rundir import RunDirectory
 from fedloom.experiments.workspace import load_adapted, shared_init
 from fedloom.runtime.flower.pool import FlowerClients
 from fedloom.runtime.rounds import Runtime
@@ -43,7 +44,7 @@ def serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool = 
     env = {"runtime": "flower", "nodes": dict(pool.nodes)}
     _, summary = run_rounds(cfg, runtime, lm, shared_init(cfg, lm), out, str(info["primary_metric"]),
                             bool(info["synthetic"]), env, resume)  # fmt: skip
-    finish_run(out, summary)
+    finish_run(RunDirectory(out), summary)
     return summary
 
 

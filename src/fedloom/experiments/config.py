@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from fedloom.algorithms.base import LocalTrainingConfig
 from fedloom.algorithms.privacy import PrivacyConfig
-from fedloom.algorithms.registry import FEDAVG_FAMILY, METHODS, MethodOptions
+from fedloom.algorithms.registry import METHODS, MethodOptions, defence_conflict
 from fedloom.algorithms.robust import RobustConfig
 from fedloom.backbone.loading import known_backbones
 from fedloom.backbone.lora import LoraSpec
@@ -95,10 +95,9 @@ class RunConfig(_Strict):
 
     @model_validator(mode="after")
     def _defences_fit_the_method(self) -> RunConfig:
-        defended = self.privacy.clip is not None or self.robust.rule != "mean"
-        if defended and self.method not in FEDAVG_FAMILY:
-            raise ValueError(f"privacy.clip and robust.rule apply to the FedAvg family ({', '.join(FEDAVG_FAMILY)}); "
-                             f"{self.method!r} aggregates differently")  # fmt: skip
+        problem = defence_conflict(self.method, self.privacy, self.robust)
+        if problem:
+            raise ValueError(problem)
         return self
 
     @field_validator("method")

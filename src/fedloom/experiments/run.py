@@ -47,12 +47,13 @@ def run_method(
     extra = {cid: {"heterogeneity": h} for cid, h in client_heterogeneity(ws).items()}
     result, summary = run_rounds(cfg, runtime, ws.lm, ws.shared_init, out, metric, ws.table.synthetic, env, resume,
                                  extra)  # fmt: skip
+    rundir = RunDirectory(out)
     report = algorithm.final_report(result.server, result.clients, ws.audit())
-    write_run_report(RunDirectory(out), report, f"{cfg.method} on {cfg.dataset}")
+    write_run_report(rundir, report, f"{cfg.method} on {cfg.dataset}")
     summary.update(report.summary)
     if isinstance(ws.table, SampleTable):
-        summary.update(financial_outputs(cfg, ws, algorithm, result, RunDirectory(out)))
-    finish_run(out, summary)
+        summary.update(financial_outputs(cfg, ws, algorithm, result, rundir))
+    finish_run(rundir, summary)
     return summary
 
 
@@ -131,8 +132,7 @@ def financial_outputs(
     return {"portfolio": portfolio, "regimes": regime_breakdown(daily["rank_ic"], index, train_dates)}
 
 
-def finish_run(out: Path, summary: dict[str, Any]) -> None:
+def finish_run(rundir: RunDirectory, summary: dict[str, Any]) -> None:
     """Write summary.json and report.md of a finished run."""
-    rundir = RunDirectory(out)
     rundir.write_summary(summary)
     rundir.write_report(single_report(summary))

@@ -6,6 +6,7 @@ one process on one workspace, and a Flower node builds the same one from the run
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import time
 from dataclasses import dataclass
@@ -111,8 +112,9 @@ def _tokens(cfg: RunConfig, table: Table, lm: AdaptedLM) -> tuple[Ragged, Genera
         return cached_ragged(cache, key, lambda: tokenize_prompts(samples, tokenizer, cfg.data.prompt)), None
     assert isinstance(table, TextTable)
     text, limit = table, cfg.data.prompt.max_tokens
-    prompts = cached_ragged(cache, key + "|prompts", lambda: tokenize_instructions(text, tokenizer, limit)[0])
-    responses = cached_ragged(cache, key + "|responses", lambda: tokenize_instructions(text, tokenizer, limit)[1])
+    both = functools.cache(lambda: tokenize_instructions(text, tokenizer, limit))  # once, on a cache miss
+    prompts = cached_ragged(cache, key + "|prompts", lambda: both()[0])
+    responses = cached_ragged(cache, key + "|responses", lambda: both()[1])
     rows = [torch.cat([prompts.row(i), responses.row(i)]) for i in range(len(table))]
     f = table.frame
     task = GenerationTask(f["task"].to_numpy(str), f["label"].to_numpy(str), list(f["references"]),

@@ -290,8 +290,8 @@ class RPA(Algorithm):
         summary = {}
         if audit.client_labels:  # hidden client structure (planted groups): do the routes find it?
             dominant = np.array([int(np.argmax(routes[c])) for c in routes])
-            purity = {name: purity_score(dominant, np.array([labels[c] for c in routes]))
-                      for name, labels in audit.client_labels.items()}  # fmt: skip
+            purity = {name: purity_score(dominant, np.array([truth[c] for c in routes]))
+                      for name, truth in audit.client_labels.items()}  # fmt: skip
             files |= {"labels": {k: dict(v) for k, v in audit.client_labels.items()}, "purity": purity}
             summary["route_purity"] = purity
         return RunReport(files={"routes": files}, heatmaps={"routes": heatmap}, summary=summary)
@@ -359,7 +359,7 @@ class RPA(Algorithm):
                 losses = [learner.loss({**layout.unflatten(p), **head}, rows) for p in prototypes]
             seconds["calibration_seconds"] = time.perf_counter() - started
             return -torch.stack(losses).float()
-        routed = route @ prototypes  # eq. 11
+        routed = route_mix(route, prototypes)  # eq. 11
         grads = learner.gradient({**layout.unflatten(routed), **head}, list(layout.keys), rows)
         seconds["calibration_seconds"] = time.perf_counter() - started
         started = time.perf_counter()

@@ -21,7 +21,9 @@ from pathlib import Path
 
 import torch
 
-from fedloom.backbone import AdaptedLM, Binding, LoraSpec, load_backbone
+from fedloom.backbone.loading import load_backbone
+from fedloom.backbone.lora import Binding, LoraSpec
+from fedloom.backbone.model import AdaptedLM
 from fedloom.experiments.rundir import environment
 
 BATCH, TOKENS = 16, 128

@@ -33,7 +33,7 @@ VOLATILE = ("seconds", "run_dir")  # keys holding timings or paths
 
 
 def _fedloom(*args: str) -> None:
-    cmd = [sys.executable, "-m", "fedloom.cli", *args]
+    cmd = [sys.executable, "-m", "fedloom.cli", *args, "--overwrite"]  # a rerun replaces its own runs
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
 

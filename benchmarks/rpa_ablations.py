@@ -2,25 +2,34 @@
 
     python benchmarks/rpa_ablations.py runs/acl18-ablations --reference runs/acl18
 
-Reads ``ABLATIONS/seed<k>/<name>/`` (``fedloom run --method rpa --set methods.rpa.<switch>=...``) and
-the default ``rpa`` of ``REFERENCE/seed<k>/rpa``, and prints per row: the switches that differ from the
-default run, the test metrics at the round chosen on validation and the primary one of the final
-models (after the last round), the routing diagnostics of the last round (mean normalized route
-entropy, collapse rate, load imbalance, mean client route change, mean residual strength ρ) that
-explain them, bytes per client-round, and on how many seeds the row's every personalized test metric
-(chosen round and final models) equals the default's exactly. Not a test.
+`fedloom table` of ``ABLATIONS/seed<k>/<name>/`` (``fedloom run --method rpa --set
+methods.rpa.<switch>=...``) with the default ``REFERENCE/seed<k>/rpa`` as reference row ``rpa``, plus the
+routing diagnostics of the last round (mean normalized route entropy, collapse rate, load imbalance,
+client means of route change and residual strength ρ) that explain the metrics; then per row the
+switches that differ from the default run and on how many seeds every personalized test metric (chosen
+round and final models) equals the default's exactly. A suite's ablation table
+(configs/suites/acl18-rpa-ablations-cpu.yaml) is the first part alone: `fedloom table SUITE_DIR
+--reference default --column ...`. Not a test.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+from collections.abc import Mapping
 from pathlib import Path
-
-import numpy as np
+from typing import Any
 
 from fedloom.experiments.config import load_config, settings
-from quality_table import TABLES, cell, kilobytes, load, test_cells
+from fedloom.experiments.table import Column, RunResult, build_tables, default_columns, find_runs
+from fedloom.experiments.table_render import to_markdown
+
+DIAGNOSTICS = (
+    Column("route entropy", ("last_round", "diagnostics", "route_entropy")),
+    Column("collapse", ("last_round", "diagnostics", "collapse_rate")),
+    Column("load imbalance", ("last_round", "diagnostics", "load_imbalance")),
+    Column("route change", ("last_round", "train", "*", "route_change")),
+    Column("ρ", ("last_round", "train", "*", "residual_strength")),
+)
 
 
 def switches(run_dir: Path, base: dict[str, str]) -> str:
@@ -30,7 +39,7 @@ def switches(run_dir: Path, base: dict[str, str]) -> str:
     return ", ".join(f"{k}={v}" for k, v in sorted(mine.items()) if base[k] != v) or "—"
 
 
-def same_as(run: dict, default: dict) -> bool:
+def same_as(run: Mapping[str, Any], default: Mapping[str, Any]) -> bool:
     """Whether every personalized test metric of ``run`` (chosen round and final models) equals ``default``'s."""
     return all(
         run[models][k] == v
@@ -40,47 +49,27 @@ def same_as(run: dict, default: dict) -> bool:
     )
 
 
-def last_round(run_dir: Path) -> dict[str, float]:
-    """Routing diagnostics of the final round: server-side (routes received) and client means."""
-    row = json.loads((run_dir / "metrics.jsonl").read_text().splitlines()[-1])
-    diag, train = row["diagnostics"], row["train"].values()
-    return {
-        "entropy": diag.get("route_entropy", float("nan")),
-        "collapse": diag.get("collapse_rate", float("nan")),
-        "imbalance": diag.get("load_imbalance", float("nan")),
-        "change": float(np.mean([t.get("route_change", 0.0) for t in train])),
-        "rho": float(np.mean([t.get("residual_strength", float("nan")) for t in train])),
-    }
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("ablations", type=Path, nargs="?", default=Path("runs/acl18-ablations"))
     parser.add_argument("--reference", type=Path, default=Path("runs/acl18"), help="holds seed<k>/rpa")
     args = parser.parse_args()
-    rows = load(args.ablations)
-    seeds = sorted({s for by_seed in rows.values() for s in by_seed})
-    default = load(args.reference, set(seeds)).get("rpa", {})
-    if not rows or not default:
-        raise SystemExit(f"need {args.ablations}/seed<k>/<name>/ and {args.reference}/seed<k>/rpa/ for the same k")
-    table = TABLES[next(iter(default.values()))["dataset"]]
-    metrics = "".join(f" {title} |" for title in table.titles)
-    diagnostics = " route entropy | collapse | load imbalance | route change | ρ | KB down / up | seeds = default |"
-    print(f"| ablation | switches |{metrics}{diagnostics}")
-    print("|---|---|" + "---|" * (len(table.titles) + diagnostics.count("|")))
-    base = settings(load_config(args.reference / f"seed{seeds[0]}" / "rpa" / "config.yaml"))
-    named = [("rpa (default)", args.reference, "rpa", default)]
-    named += [(name, args.ablations, name, by_seed) for name, by_seed in sorted(rows.items())]
-    for name, root, folder, by_seed in named:
-        dirs = [root / f"seed{s}" / folder for s in by_seed]
-        cells = test_cells(by_seed, table)
-        diag = [last_round(d) for d in dirs]
-        cells += [cell([x[k] for x in diag]) for k in ("entropy", "collapse", "imbalance")]
-        cells += [f"{np.mean([x['change'] for x in diag]):.2g}", cell([x["rho"] for x in diag])]
-        kb = kilobytes(next(iter(by_seed.values())))
-        label = "—" if root == args.reference else switches(dirs[0], base)
-        same = sum(same_as(run, default[s]) for s, run in by_seed.items() if s in default)
-        print(f"| {name} | {label} | {' | '.join(cells)} | {kb} | {same}/{len(by_seed)} |")
+    rows = find_runs([args.ablations])
+    seeds = {r.seed for r in rows}
+    defaults = [r for r in find_runs(sorted(args.reference.glob("seed*/rpa"))) if r.seed in seeds]
+    if not defaults:
+        raise SystemExit(f"need {args.reference}/seed<k>/rpa/ for the seeds of {args.ablations}")
+    runs = defaults + rows
+    print(to_markdown(build_tables(runs, [*default_columns(defaults[0].record), *DIAGNOSTICS], reference="rpa")))
+    base = settings(load_config(defaults[0].path / "config.yaml"))
+    by_seed = {r.seed: r for r in defaults}
+    print("| ablation | switches | seeds = default |\n|---|---|---|")
+    groups: dict[str, list[RunResult]] = {}
+    for run in rows:
+        groups.setdefault(run.row, []).append(run)
+    for name, group in groups.items():
+        same = sum(same_as(r.record, by_seed[r.seed].record) for r in group if r.seed in by_seed)
+        print(f"| {name} | {switches(group[0].path, base)} | {same}/{len(group)} |")
 
 
 if __name__ == "__main__":

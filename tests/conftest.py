@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from fedloom.backbone import AdaptedLM, Backbone, LoraSpec, load_backbone
+from fedloom.backbone.loading import Backbone, load_backbone
+from fedloom.backbone.lora import LoraSpec
+from fedloom.backbone.model import AdaptedLM
 from fedloom.experiments.config import RunConfig, load_config
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -7,7 +7,7 @@ import logging
 import sys
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -17,7 +17,12 @@ from rich.table import Table
 
 from fedloom.errors import FedloomError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__)
+if TYPE_CHECKING:
+    from fedloom.experiments.suite import SuiteState
+    from fedloom.experiments.suite_spec import Job
+
+# a crash prints its traceback without local variables: they hold data rows and the full config
+app = typer.Typer(add_completion=False, no_args_is_help=True, help=__doc__, pretty_exceptions_show_locals=False)
 console = Console(stderr=True)
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file")]
@@ -27,12 +32,22 @@ DatasetOpt = Annotated[str | None, typer.Option(help="dataset name")]
 BackboneOpt = Annotated[str | None, typer.Option(help="backbone name or path")]
 RoundsOpt = Annotated[int | None, typer.Option(help="communication rounds")]
 SeedOpt = Annotated[int | None, typer.Option(help="training seed")]
+OverwriteOpt = Annotated[
+    bool, typer.Option("--overwrite", help="delete what an existing run directory holds before running")
+]
 DataDirOpt = Annotated[
     Path | None,
     typer.Option("--data-dir", help="real datasets folder (default $FEDLOOM_DATA_DIR, else ../shared/data)"),
 ]
 
-data_app = typer.Typer(no_args_is_help=True, help="Datasets: what is available where, and what one holds.")
+TrackOpt = Annotated[str | None, typer.Option(help="also log the finished run to a tracker: mlflow")]
+TrackUriOpt = Annotated[str | None, typer.Option(help="tracking URI (default: a local store under ./mlruns)")]
+
+data_app = typer.Typer(
+    no_args_is_help=True,
+    help="Datasets: what is available where, and what one holds.",
+    pretty_exceptions_show_locals=False,
+)
 app.add_typer(data_app, name="data")
 
 
@@ -61,6 +76,11 @@ class RichProgress:
 
 @contextmanager
 def _progress():
+    if not console.is_terminal:  # a log file or a pipe: a plain line per round instead of a live bar
+        from fedloom.progress import LineProgress
+
+        yield LineProgress(lambda line: console.print(line, highlight=False, soft_wrap=True))
+        return
     bar = RichBar(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -98,20 +118,28 @@ def run(
     init_adapter: Annotated[
         Path | None, typer.Option(help="start from this PEFT LoRA adapter (sets adapter.init_from)")
     ] = None,
+    overwrite: OverwriteOpt = False,
     data_dir: DataDirOpt = None,
     set_: SetOpt = None,
+    track: TrackOpt = None,
+    track_uri: TrackUriOpt = None,
 ) -> None:
     """Run one federated experiment and write its run directory."""
     from fedloom.errors import ConfigError
     from fedloom.experiments.config import load_config
     from fedloom.experiments.report import client_table
+    from fedloom.experiments.resume import resume_changes
     from fedloom.experiments.run import run_method
+    from fedloom.experiments.rundir import claim_run_dir, ensure_writable
+    from fedloom.experiments.tracking import check_tracker
     from fedloom.experiments.workspace import prepare_workspace
 
+    check_tracker(track)
     flags = {"method": method, "dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
     if resume is not None:
-        if config is not None:
-            raise ConfigError("--resume reads RUN_DIR/config.yaml; use --set to change a key (e.g. rounds)")
+        if config is not None or overwrite:
+            raise ConfigError("--resume reads RUN_DIR/config.yaml and keeps its files; use --set to change a key "
+                              "(e.g. rounds), or drop --resume to start over")  # fmt: skip
         config, out = resume / "config.yaml", resume
         if not config.is_file():
             raise ConfigError(f"--resume {resume}: no config.yaml there; is it a fedloom run directory?")
@@ -119,12 +147,28 @@ def run(
     if init_adapter is not None:
         overrides.append(f"adapter.init_from={init_adapter.resolve()}")
     cfg = load_config(config, flags, overrides)
+    if resume is not None:  # every check before the first write
+        resume_changes(resume, cfg)
+        ensure_writable(resume)
+    else:
+        claim_run_dir(out, overwrite)
     with _progress() as progress:
         ws = prepare_workspace(cfg, progress)
         summary = run_method(cfg, ws, out, progress, resume=resume is not None)
     best = summary["selection"]["best_round"]
     _print_table(*client_table(summary), title=f"{cfg.method} on {cfg.dataset} — test, round {best} (best on val)")
     console.print(f"run directory: {out}")
+    _track(track, track_uri, [out])
+
+
+def _track(tracker: str | None, uri: str | None, run_dirs: list[Path]) -> None:
+    """Log finished run directories to the tracker named by ``--track`` (none: nothing)."""
+    if tracker is None:
+        return
+    from fedloom.experiments.tracking import log_run
+
+    for run_dir in run_dirs:
+        console.print(f"{tracker}: {run_dir} logged as run {log_run(run_dir, uri)}")
 
 
 @app.command()
@@ -136,19 +180,26 @@ def compare(
     rounds: RoundsOpt = None,
     seed: SeedOpt = None,
     out: Annotated[Path, typer.Option(help="parent directory: one run directory per method")] = Path("runs/compare"),
+    overwrite: OverwriteOpt = False,
     data_dir: DataDirOpt = None,
     set_: SetOpt = None,
+    track: TrackOpt = None,
+    track_uri: TrackUriOpt = None,
 ) -> None:
     """Run several methods on one shared workspace (backbone and frozen features computed once)."""
     from fedloom.experiments.config import load_config
     from fedloom.experiments.report import comparison_report, method_table
     from fedloom.experiments.run import run_method
-    from fedloom.experiments.rundir import atomic_write
+    from fedloom.experiments.rundir import atomic_write, claim_run_dir
+    from fedloom.experiments.tracking import check_tracker
     from fedloom.experiments.workspace import prepare_workspace
 
+    check_tracker(track)
     names = [m.strip() for m in methods.split(",") if m.strip()]
     flags = {"dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
     configs = [load_config(config, {**flags, "method": m}, _with_data_dir(set_, data_dir)) for m in names]
+    for cfg in configs:
+        claim_run_dir(out / cfg.method, overwrite)
     summaries = []
     with _progress() as progress:
         ws = prepare_workspace(configs[0], progress)
@@ -158,6 +209,7 @@ def compare(
     atomic_write(out / "report.md", comparison_report(summaries))
     _print_table(*method_table(summaries), title=f"{configs[0].dataset}: test metrics at the best validation round")
     console.print(f"reports: {out / 'report.md'} and one run directory per method under {out}")
+    _track(track, track_uri, [out / cfg.method for cfg in configs])
 
 
 @app.command()
@@ -197,6 +249,7 @@ def flower_sim(
     seed: SeedOpt = None,
     out: Annotated[Path, typer.Option(help="run directory")] = Path("runs/flower-sim"),
     workers: Annotated[int, typer.Option(min=1, help="ClientApp processes (Ray actors) running at once")] = 1,
+    overwrite: OverwriteOpt = False,
     data_dir: DataDirOpt = None,
     set_: SetOpt = None,
 ) -> None:
@@ -209,10 +262,12 @@ def flower_sim(
     from fedloom.apps.serverapp import make_server_app
     from fedloom.experiments.config import load_config
     from fedloom.experiments.report import client_table
+    from fedloom.experiments.rundir import claim_run_dir
     from fedloom.experiments.workspace import prepare_workspace
 
     flags = {"method": method, "dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
     cfg = load_config(config, flags, _with_data_dir(set_, data_dir))
+    claim_run_dir(out, overwrite)
     with _progress() as progress:  # warms the on-disk caches the ClientApps read
         clients = len(prepare_workspace(cfg, progress).learners)
     result: dict = {}
@@ -230,6 +285,119 @@ def flower_sim(
     best = summary["selection"]["best_round"]
     _print_table(*client_table(summary), title=f"{cfg.method} on Flower — test, round {best} (best on val)")
     console.print(f"run directory: {out}")
+
+
+@app.command()
+def table(
+    paths: Annotated[list[Path], typer.Argument(help="run directories, or folders holding them (a suite's)")],
+    reference: Annotated[str | None, typer.Option(help="row the bootstrap compares every other row with")] = None,
+    daily: Annotated[str | None, typer.Option(help="daily.csv column compared (default: the primary metric)")] = None,
+    column: Annotated[list[str] | None, typer.Option(help="extra column LABEL=dotted.path (repeatable)")] = None,
+    evaluations: Annotated[bool, typer.Option(help="re-evaluations (RUN/evaluations/) as rows")] = False,
+    csv: Annotated[Path | None, typer.Option(help="also write the numbers as CSV")] = None,
+    latex: Annotated[Path | None, typer.Option(help="also write a booktabs LaTeX table")] = None,
+) -> None:
+    """Mean ± std over seeds per row (method / switch set), best cells, bootstrap against a reference row."""
+    from fedloom.experiments.table import build_tables, default_columns, find_runs, parse_column
+    from fedloom.experiments.table_render import to_csv, to_latex, to_markdown
+
+    runs = find_runs(paths, evaluations)
+    extra = [parse_column(c) for c in column or []]
+    columns = [*default_columns(runs[0].record), *extra] if extra else None
+    tables = build_tables(runs, columns, reference, daily)
+    typer.echo(to_markdown(tables), nl=False)
+    for path, text in ((csv, to_csv(tables)), (latex, to_latex(tables))):
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            console.print(f"written: {path}")
+
+
+@app.command()
+def report(
+    path: Annotated[Path, typer.Argument(help="a run directory, or a folder holding runs (a comparison, a suite)")],
+    out: Annotated[Path | None, typer.Option(help="folder for report.html and figures/ (default: PATH)")] = None,
+    reference: Annotated[str | None, typer.Option(help="row the table's bootstrap compares with")] = None,
+) -> None:
+    """One static HTML page (report.html + PNG figures) of a run or of a folder of runs."""
+    from fedloom.experiments.report_page import write_report
+
+    console.print(f"written: {write_report(path, out, reference)}")
+
+
+@app.command()
+def suite(
+    file: Annotated[Path, typer.Argument(help="suite YAML (configs/suites/)")],
+    out: Annotated[Path | None, typer.Option(help="suite directory (default runs/suites/<name>)")] = None,
+    workers: Annotated[int, typer.Option(min=1, help="jobs at once, each pinned to its share of the cores")] = 1,
+    dry_run: Annotated[bool, typer.Option(help="list the jobs, their state and estimated time; run nothing")] = False,
+    data_dir: DataDirOpt = None,
+    set_: SetOpt = None,
+    track: TrackOpt = None,
+    track_uri: TrackUriOpt = None,
+) -> None:
+    """Run a grid of methods × seeds × switch sets × datasets; rerun the same command to continue."""
+    import signal
+
+    from fedloom.experiments.suite import SuiteRunner, estimate, job_status, measured_seconds
+    from fedloom.experiments.suite_spec import load_suite
+    from fedloom.experiments.tracking import check_tracker
+
+    check_tracker(track)
+    spec = load_suite(file, _with_data_dir(set_, data_dir))
+    suite_dir = out or Path("runs/suites") / spec.config.name
+    if dry_run:
+        times = measured_seconds(suite_dir)
+        rows, total = [], 0.0
+        for job in spec.jobs:
+            seconds = estimate(job, times, spec.jobs)
+            status = job_status(job, suite_dir)
+            if status != "finished":
+                total += seconds or 0.0
+            rows.append([job.folder, job.label.row, status, "–" if seconds is None else f"{seconds:.0f}"])
+        _print_table(
+            ["job", "row", "state", "est. s"], rows, f"suite {spec.config.name}: {len(rows)} jobs in {suite_dir}"
+        )
+        if times:
+            console.print(f"estimated: {total / workers / 60:.1f} min of work left with {workers} worker(s)")
+        return
+
+    def stop(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+    with _suite_display(spec.config.name, len(spec.jobs)) as (on_event, on_tick):
+        tracking = [*(["--track", track] if track else []), *(["--track-uri", track_uri] if track_uri else [])]
+        state = SuiteRunner(spec, suite_dir, workers, on_event, on_tick, job_args=tracking).run()
+    summary = f"{state.done} of {state.total} jobs finished, {len(state.failed)} failed"
+    console.print(f"suite {spec.config.name}: {summary} (errors: {suite_dir / 'suite.jsonl'}); "
+                  f"table: fedloom table {suite_dir}", soft_wrap=True)  # fmt: skip
+    if state.failed:
+        raise typer.Exit(1)
+
+
+@contextmanager
+def _suite_display(name: str, total: int):
+    """One live line for the suite (done / running / failed, ETA) and a printed line per job event,
+    which is all that shows when the output is not a terminal."""
+    import time
+
+    bar = RichBar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, transient=True)  # fmt: skip
+    task = bar.add_task(name, total=total)
+
+    def on_tick(state: SuiteState) -> None:
+        eta = state.eta(time.monotonic())
+        left = "ETA –" if eta is None else f"ETA {eta / 60:.0f} min"
+        text = f"{name}: {len(state.running)} running, {len(state.failed)} failed, {left}"
+        bar.update(task, completed=state.done + len(state.failed), description=text)
+
+    def on_event(event: str, job: Job, state: SuiteState, detail: str) -> None:
+        console.print(f"{event:11s} {job.folder} ({job.label.row}) {detail}".rstrip(), highlight=False)
+        on_tick(state)
+
+    with bar:
+        yield on_event, on_tick
 
 
 @app.command("node-worker")
@@ -306,7 +474,7 @@ def data_info(
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # without standalone mode, click returns typer.Exit's code
     except FedloomError as exc:
         console.print(f"[red]error:[/red] {exc}", soft_wrap=True, highlight=False)
         sys.exit(2)
@@ -322,6 +490,8 @@ def main() -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -19,3 +19,26 @@ class SilentProgress:
 
     def task(self, description: str, total: int) -> Advance:
         return lambda n: None
+
+
+class LineProgress:
+    """One plain line per step of a short task (rounds) and per tenth of a long one (feature passes),
+    with the seconds since the task started: progress a log file or a pipe can show."""
+
+    def __init__(self, write: Callable[[str], None], clock: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.write = write
+        self.clock = clock or time.monotonic
+
+    def task(self, description: str, total: int) -> Advance:
+        start, done, shown = self.clock(), [0], [0]
+        step = max(1, total // 10) if total > 20 else 1
+
+        def advance(n: int) -> None:
+            done[0] += n
+            if done[0] - shown[0] >= step or (done[0] >= total > shown[0]):
+                shown[0] = done[0]
+                self.write(f"{description}: {done[0]}/{total} ({self.clock() - start:.1f} s)")
+
+        return advance

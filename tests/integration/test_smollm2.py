@@ -8,8 +8,9 @@ import time
 import pytest
 import torch
 
-from fedloom.backbone import AdaptedLM, Binding, LoraSpec, load_backbone
-from fedloom.backbone.loading import cache_root, smollm2_gguf_path
+from fedloom.backbone.loading import cache_root, load_backbone, smollm2_gguf_path
+from fedloom.backbone.lora import Binding, LoraSpec
+from fedloom.backbone.model import AdaptedLM
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

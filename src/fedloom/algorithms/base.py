@@ -16,13 +16,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
+from fedloom.algorithms.config import LocalTrainingConfig
 from fedloom.backbone.layout import TensorLayout
 from fedloom.tasks.learner import HEAD_PREFIX, SINGLE, Learner, Mixture, Optimization, ParamGroup
 
@@ -36,27 +36,6 @@ class Record:
 
     tensors: Mapping[str, Tensor] = field(default_factory=dict)
     scalars: Mapping[str, Scalar] = field(default_factory=dict)
-
-
-class LocalTrainingConfig(BaseModel):
-    """Local work per client per round (the same budget for every method)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    steps: int = Field(8, ge=1, description="optimizer steps per client per round")
-    batch_size: int = Field(16, ge=1, description="training mini-batch size")
-    lr: float = Field(2e-4, gt=0, description="AdamW learning rate of adapter tensors")
-    head_lr: float = Field(1e-3, gt=0, description="AdamW learning rate of the private head")
-    weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of adapter tensors")
-    grad_clip: float | None = Field(None, gt=0, description="clip the global gradient norm (None: off)")
-
-
-class MethodConfig(BaseModel):
-    """Base of every method's hyperparameters (a ``methods:`` section): strict, so a misspelt key fails."""
-
-    model_config = ConfigDict(extra="forbid")
-    # settings read only when a finished model is evaluated: `fedloom evaluate` may change them
-    evaluation_settings: ClassVar[tuple[str, ...]] = ()
 
 
 @dataclass(frozen=True)

@@ -15,27 +15,14 @@ from collections.abc import Mapping
 from typing import cast
 
 import torch
-from pydantic import Field
 from torch import Tensor
 
-from fedloom.algorithms.base import (
-    NUM_EXAMPLES,
-    ClientModel,
-    ClientUpdate,
-    LocalContext,
-    LocalTrainingConfig,
-    MethodConfig,
-    Record,
-)
+from fedloom.algorithms.base import NUM_EXAMPLES, ClientModel, ClientUpdate, LocalContext, Record
+from fedloom.algorithms.config import DittoConfig, LocalTrainingConfig
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.tasks.learner import Learner
 
 PERSONAL = "personal/"
-
-
-class DittoConfig(MethodConfig):
-    lam: float = Field(0.1, ge=0, description="Ditto: pull λ of the personal adapter toward the global one")
-    personal_steps: int | None = Field(None, ge=1, description="Ditto: personal steps per round (None: train.steps)")
 
 
 class Ditto(FedAvg):

@@ -19,33 +19,16 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
-from pydantic import Field
 from scipy.optimize import minimize
 from torch import Tensor
 
-from fedloom.algorithms.base import (
-    NUM_EXAMPLES,
-    ClientModel,
-    ClientUpdate,
-    LocalContext,
-    LocalTrainingConfig,
-    MethodConfig,
-    Record,
-)
+from fedloom.algorithms.base import NUM_EXAMPLES, ClientModel, ClientUpdate, LocalContext, Record
+from fedloom.algorithms.config import FDLoRAConfig, LocalTrainingConfig
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 PERSONAL = "personal/"
 W_PERSONAL, W_GLOBAL = "fusion_personal", "fusion_global"
-
-
-class FDLoRAConfig(MethodConfig):
-    outer_lr: float = Field(0.7, gt=0, description="FDLoRA: Nesterov outer learning rate")
-    outer_momentum: float = Field(0.9, ge=0, lt=1, description="FDLoRA: Nesterov outer momentum")
-    personal_steps: int | None = Field(None, ge=1, description="FDLoRA: personal steps (None: train.steps)")
-    fusion_samples: int = Field(32, ge=1, description="FDLoRA: local samples scoring AdaFusion")
-    fusion_evals: int = Field(20, ge=3, description="FDLoRA: Nelder-Mead loss evaluations")
-    l1: float = Field(0.05, ge=0, description="FDLoRA: L1 penalty on the fusion weights")
 
 
 class FDLoRA(FedAvg):

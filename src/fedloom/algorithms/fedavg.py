@@ -26,39 +26,17 @@ from dataclasses import dataclass
 from typing import Any, Literal, cast
 
 import torch
-from pydantic import Field
 from torch import Tensor
 
-from fedloom.algorithms.base import (
-    NUM_EXAMPLES,
-    Algorithm,
-    ClientModel,
-    ClientUpdate,
-    LocalContext,
-    LocalTrainingConfig,
-    MethodConfig,
-    Record,
-)
+from fedloom.algorithms.base import NUM_EXAMPLES, Algorithm, ClientModel, ClientUpdate, LocalContext, Record
+from fedloom.algorithms.config import LocalTrainingConfig, PrivacyConfig, RobustConfig
 from fedloom.algorithms.participation import participation_rate
-from fedloom.algorithms.privacy import PrivacyConfig, epsilon, privatize
-from fedloom.algorithms.robust import RobustConfig, robust_average
+from fedloom.algorithms.privacy import epsilon, privatize
+from fedloom.algorithms.robust import robust_average
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 MOMENTUM = "momentum."
 DP_ROUNDS, DP_RATE = "dp_rounds", "dp_sample_rate"  # server scalars the (ε, δ) accountant reads
-
-
-class FedProxConfig(MethodConfig):
-    mu: float = Field(0.01, ge=0, description="FedProx proximal weight μ")
-
-
-class FedAvgMConfig(MethodConfig):
-    momentum: float = Field(0.9, ge=0, lt=1, description="FedAvgM server momentum β")
-    server_lr: float = Field(1.0, gt=0, description="FedAvgM server learning rate η_g")
-
-
-class FedPerConfig(MethodConfig):
-    personal_layers: int = Field(1, ge=1, description="FedPer: LoRA of the top K_P adapted layers stays local")
 
 
 @dataclass(frozen=True)

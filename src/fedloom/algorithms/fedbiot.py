@@ -20,18 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import torch
-from pydantic import Field
 from torch import Tensor
 
-from fedloom.algorithms.base import (
-    ClientModel,
-    ClientUpdate,
-    LocalContext,
-    LocalTrainingConfig,
-    MethodConfig,
-    Record,
-    UploadSpec,
-)
+from fedloom.algorithms.base import ClientModel, ClientUpdate, LocalContext, Record, UploadSpec
+from fedloom.algorithms.config import FedBiOTConfig, LocalTrainingConfig
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.backbone.emulator import Aligner, emulator_of
 from fedloom.backbone.layout import TensorLayout
@@ -40,20 +32,6 @@ from fedloom.seeding import derive_seed
 
 EMULATOR = "emulator/"
 ALIGN_LOSS = "align_loss"
-
-
-class FedBiOTConfig(MethodConfig):
-    """FedBiOT: paper config ``offsite_adpt2_dp2`` where CPU allows, CPU-sized alignment otherwise."""
-
-    drop_ratio: float = Field(0.2, ge=0, lt=1, description="share of the layers below the adapter dropped (dp2)")
-    prox: float = Field(1.0, ge=0, description="lm_loss_weight: pull of the adapter toward the received one")
-    kd_weight: float = Field(0.0, ge=0, description="weight of the distillation KL in the server's alignment")
-    pre_align_steps: int = Field(20, ge=0, description="alignment steps before round 1 (paper: 50 × 10 on GPU)")
-    align_steps: int = Field(4, ge=0, description="alignment steps before every broadcast (paper: 10)")
-    align_lr: float = Field(0.01, gt=0, description="SGD learning rate of the alignment")
-    align_batch: int = Field(8, ge=1, description="public sequences per alignment step")
-    public_size: int = Field(64, ge=1, description="public sequences the server aligns on (GSM8K train)")
-    public_max_tokens: int = Field(128, ge=8, description="tokens kept per public sequence")
 
 
 class FedBiOT(FedAvg):

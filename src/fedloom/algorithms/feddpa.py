@@ -19,34 +19,17 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.aggregation import weighted_average
-from fedloom.algorithms.base import (
-    NUM_EXAMPLES,
-    Algorithm,
-    ClientModel,
-    ClientUpdate,
-    LocalContext,
-    LocalTrainingConfig,
-    MethodConfig,
-    Record,
-)
+from fedloom.algorithms.base import NUM_EXAMPLES, Algorithm, ClientModel, ClientUpdate, LocalContext, Record
+from fedloom.algorithms.config import FedDPAConfig, LocalTrainingConfig
 from fedloom.algorithms.lora_math import fresh_lora, module_shapes
 from fedloom.backbone.lora import DEFAULT_SLOT, lora_a_key
 from fedloom.tasks.learner import HEAD_PREFIX, Learner, Mixture
 
 LOCAL_SLOT = "local"
 INSTANCES = "instances"
-
-
-class FedDPAConfig(MethodConfig):
-    local_weight: float = Field(0.5, ge=0, le=1, description="FedDPA: weight a of the local adapter in training")
-    max_weight: float = Field(0.5, ge=0, le=1, description="FedDPA: w_max of the test-time weight λ(x)")
-    instances: int = Field(5, ge=1, description="FedDPA: local training instances behind λ(x)")
-    personal_steps: int | None = Field(None, ge=1, description="FedDPA: local-adapter steps (None: train.steps)")
-    uniform: bool = Field(True, description="FedDPA: uniform server average (as its code) instead of by n_k")
 
 
 def to_slot(tensors: Mapping[str, Tensor], src: str, dst: str) -> dict[str, Tensor]:

@@ -24,10 +24,10 @@ from fedloom.algorithms.base import (
     ClientModel,
     ClientUpdate,
     LocalContext,
-    LocalTrainingConfig,
     Record,
     UploadSpec,
 )
+from fedloom.algorithms.config import LocalTrainingConfig
 from fedloom.algorithms.lora_math import delta_weight, module_paths, zero_base_deltas
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import base_delta_key, lora_a_key, lora_b_key

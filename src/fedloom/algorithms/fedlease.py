@@ -28,7 +28,6 @@ from typing import Any, cast
 
 import numpy as np
 import torch
-from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -37,11 +36,10 @@ from fedloom.algorithms.base import (
     ClientModel,
     ClientUpdate,
     LocalContext,
-    LocalTrainingConfig,
-    MethodConfig,
     Record,
     UploadSpec,
 )
+from fedloom.algorithms.config import FedLEASEConfig, LocalTrainingConfig
 from fedloom.algorithms.fedweave.algorithm import rename_slot, slot
 from fedloom.algorithms.fedweave.alignment import align, signature_distances, weighted_mean
 from fedloom.backbone.layout import TensorLayout
@@ -51,13 +49,6 @@ from fedloom.tasks.learner import HEAD_PREFIX, Learner, Mixture
 
 ROUTER = "router.weight"
 CLUSTER, CLUSTERS, STAGE = "cluster", "clusters", "stage"
-
-
-class FedLEASEConfig(MethodConfig):
-    """FedLEASE: defaults from its code (warm-up 5 rounds, at most 4 clusters)."""
-
-    warmup_rounds: int = Field(5, ge=1, description="E_w, rounds of local-only LoRA before clustering")
-    max_clusters: int = Field(4, ge=2, description="largest k tried by the silhouette search")
 
 
 def expert_weights(logits: Tensor, experts: int, own: int) -> Tensor:
@@ -146,7 +137,6 @@ class FedLEASE(Algorithm):
                 dict(state.tensors), self.optimization(list(state.tensors)), self.local.steps, ctx.generator
             )
             lora = {k: fit.params[k] for k in self.layout.keys}
-            assert learner.features.embedding is not None  # the workspace always computes the frozen embedding
             scalars = {NUM_EXAMPLES: learner.num_train, "embedding_dim": int(learner.features.embedding.shape[1])}
             upload = Record(lora, scalars) if download.scalars["upload"] else Record()
             return ClientUpdate(upload, Record(fit.params), {"train_loss": fit.loss})
@@ -171,7 +161,6 @@ class FedLEASE(Algorithm):
 
     def mixture(self, experts: int, own: int) -> Mixture:
         def weights(learner: Learner, params: Mapping[str, Tensor], rows: np.ndarray) -> Tensor:
-            assert learner.features.embedding is not None  # the workspace always computes the frozen embedding
             logits = learner.features.embedding[torch.as_tensor(rows)] @ params[ROUTER].T
             return expert_weights(logits, experts, own)
 

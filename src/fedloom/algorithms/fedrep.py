@@ -8,15 +8,10 @@ phase with a fresh optimizer.
 
 from __future__ import annotations
 
-from pydantic import Field
-
-from fedloom.algorithms.base import NUM_EXAMPLES, ClientUpdate, LocalContext, LocalTrainingConfig, MethodConfig, Record
+from fedloom.algorithms.base import NUM_EXAMPLES, ClientUpdate, LocalContext, Record
+from fedloom.algorithms.config import FedRepConfig, LocalTrainingConfig
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.tasks.learner import HEAD_PREFIX
-
-
-class FedRepConfig(MethodConfig):
-    head_fraction: float = Field(0.5, gt=0, lt=1, description="FedRep: share of the step budget for the head phase")
 
 
 class FedRep(FedAvg):

@@ -16,9 +16,9 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from fedloom.algorithms.base import NUM_EXAMPLES, LocalTrainingConfig, Record
+from fedloom.algorithms.base import NUM_EXAMPLES, Record
+from fedloom.algorithms.config import LocalTrainingConfig, RankConfig
 from fedloom.algorithms.fedavg import FedAvg
-from fedloom.algorithms.flora import RankConfig
 from fedloom.algorithms.lora_math import (
     assign_ranks,
     delta_weight,

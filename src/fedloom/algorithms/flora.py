@@ -16,7 +16,6 @@ from collections.abc import Mapping, Sequence
 from typing import cast
 
 import torch
-from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -25,23 +24,16 @@ from fedloom.algorithms.base import (
     ClientModel,
     ClientUpdate,
     LocalContext,
-    LocalTrainingConfig,
-    MethodConfig,
     Record,
     UploadSpec,
 )
+from fedloom.algorithms.config import LocalTrainingConfig, RankConfig
 from fedloom.algorithms.lora_math import assign_ranks, base_delta_shapes, fresh_lora, stack_loras, zero_base_deltas
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import base_delta_key, lora_a_key, lora_b_key
 from fedloom.tasks.learner import Learner, Mixture
 
 RANK = "rank"
-
-
-class RankConfig(MethodConfig):
-    """Client ranks of the heterogeneous-rank methods (FLoRA, FlexLoRA)."""
-
-    ranks: list[int] | None = Field(None, description="heterogeneous client ranks, cycled over sorted client ids")
 
 
 class FLoRA(Algorithm):

@@ -24,7 +24,6 @@ from typing import cast
 
 import torch
 import torch.nn.functional as F
-from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -33,25 +32,15 @@ from fedloom.algorithms.base import (
     ClientModel,
     ClientUpdate,
     LocalContext,
-    LocalTrainingConfig,
-    MethodConfig,
     Record,
     UploadSpec,
 )
+from fedloom.algorithms.config import FwdLLMConfig, LocalTrainingConfig
 from fedloom.backbone.layout import TensorLayout
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 GRAD, CACHE = "grad.", "cache."
 VARIANCE, CACHED_N = "variance", "cached_n"
-
-
-class FwdLLMConfig(MethodConfig):
-    server_lr: float = Field(0.01, gt=0, description="FwdLLM: peak server learning rate η")
-    h: float = Field(0.01, gt=0, description="FwdLLM: central-difference step")
-    warmup_ratio: float = Field(0.1, ge=0, le=1, description="FwdLLM: share of rounds warming η up")
-    perturbation_sampling: bool = Field(True, description="FwdLLM: align perturbations with the last gradient")
-    candidates: int = Field(10, ge=1, description="FwdLLM: Gaussian candidates per perturbation")
-    var_threshold: float | None = Field(None, gt=0, description="FwdLLM: revert-and-cache above this variance")
 
 
 class FwdLLM(Algorithm):

@@ -12,20 +12,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
 from fedloom.algorithms.robust import clip_update
-
-
-class PrivacyConfig(BaseModel):
-    """Client-level DP on uploads (FedAvg-family methods); off unless ``clip`` is set."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    clip: float | None = Field(None, gt=0, description="L2 bound C of a client's update (None: DP off)")
-    noise_multiplier: float = Field(1.0, ge=0, description="σ: noise std is σ·C per coordinate")
-    delta: float = Field(1e-5, gt=0, lt=1, description="δ of the reported (ε, δ)")
 
 
 def privatize(

@@ -1,58 +1,26 @@
-"""Method names → algorithm objects, and the ``methods:`` section of the run config.
+"""Method names → algorithm objects.
 
-Adding a method: one module (with its ``MethodConfig`` if it has hyperparameters), one field in
-``MethodOptions``, one line in ``METHODS`` (builder + one-line summary), one row in the contract tests.
+Adding a method: one module, its ``MethodConfig`` in `fedloom.algorithms.config` if it has
+hyperparameters (one field in ``MethodOptions``), one builder and one line in ``METHODS`` (builder +
+one-line summary), one row in the contract tests. Builders import their algorithm module when called,
+so listing methods and validating a config never load torch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fedloom.algorithms.base import Algorithm, LocalTrainingConfig, MethodConfig
-from fedloom.algorithms.ditto import Ditto, DittoConfig
-from fedloom.algorithms.fdlora import FDLoRA, FDLoRAConfig
-from fedloom.algorithms.fedavg import FedAvg, FedAvgMConfig, FedPerConfig, FedProxConfig, Sharing
-from fedloom.algorithms.fedbiot import FedBiOT, FedBiOTConfig
-from fedloom.algorithms.feddpa import FedDPA, FedDPAConfig
-from fedloom.algorithms.fedex import FedExLoRA
-from fedloom.algorithms.fedlease import FedLEASE, FedLEASEConfig
-from fedloom.algorithms.fedrep import FedRep, FedRepConfig
-from fedloom.algorithms.fedweave import FedWeave, FedWeaveConfig
-from fedloom.algorithms.flexlora import FlexLoRA
-from fedloom.algorithms.flora import FLoRA, RankConfig
-from fedloom.algorithms.fwdllm import FwdLLM, FwdLLMConfig
-from fedloom.algorithms.local import LocalOnly
-from fedloom.algorithms.privacy import PrivacyConfig
-from fedloom.algorithms.robust import RobustConfig
-from fedloom.algorithms.rpa import RPA, RPAConfig
-from fedloom.algorithms.scaffold import Scaffold, ScaffoldConfig
-from fedloom.backbone.emulator import Aligner, emulator_of
-from fedloom.backbone.features import Ragged
-from fedloom.backbone.layout import TensorLayout
-from fedloom.backbone.model import AdaptedLM
+from fedloom.algorithms.config import LocalTrainingConfig, MethodOptions, PrivacyConfig, RobustConfig
 from fedloom.errors import ConfigError
 
-
-class MethodOptions(MethodConfig):
-    """Hyperparameters of the methods that have any (section = method name)."""
-
-    fedprox: FedProxConfig = FedProxConfig()
-    fedavgm: FedAvgMConfig = FedAvgMConfig()
-    scaffold: ScaffoldConfig = ScaffoldConfig()
-    fedper: FedPerConfig = FedPerConfig()
-    fedrep: FedRepConfig = FedRepConfig()
-    ditto: DittoConfig = DittoConfig()
-    flora: RankConfig = RankConfig()
-    flexlora: RankConfig = RankConfig()
-    feddpa: FedDPAConfig = FedDPAConfig()
-    fdlora: FDLoRAConfig = FDLoRAConfig()
-    fwdllm: FwdLLMConfig = FwdLLMConfig()
-    fedbiot: FedBiOTConfig = FedBiOTConfig()
-    rpa: RPAConfig = RPAConfig()
-    fedweave: FedWeaveConfig = FedWeaveConfig()
-    fedlease: FedLEASEConfig = FedLEASEConfig()
+if TYPE_CHECKING:
+    from fedloom.algorithms.base import Algorithm
+    from fedloom.algorithms.fedavg import FedAvg
+    from fedloom.backbone.features import Ragged
+    from fedloom.backbone.layout import TensorLayout
+    from fedloom.backbone.model import AdaptedLM
 
 
 @dataclass(frozen=True)
@@ -76,12 +44,6 @@ class BuildContext:
     public: Callable[[int, int], Ragged] | None = None  # (sequences, max tokens) → public token ids
 
 
-def _fedavg(b: BuildContext, **switches: Any) -> FedAvg:
-    """A FedAvg-family method with the run's defences (robust aggregation, DP uploads)."""
-    return FedAvg(b.local, robust=b.robust, privacy=b.privacy, participation=(b.fraction, b.clients_per_round),
-                  **switches)  # fmt: skip
-
-
 @dataclass(frozen=True)
 class Method:
     """How to build a method from the build context, and what it is in one line (``fedloom methods``)."""
@@ -90,8 +52,74 @@ class Method:
     summary: str
 
 
-def _fedbiot(b: BuildContext) -> FedBiOT:
+def _fedavg(b: BuildContext, name: str, sharing: dict[str, Any] | None = None, **switches: Any) -> FedAvg:
+    """A FedAvg-family method with the run's defences (robust aggregation, DP uploads); ``sharing``
+    holds the `Sharing` switches (which tensors are federated, frozen or kept local)."""
+    from fedloom.algorithms.fedavg import FedAvg, Sharing
+
+    return FedAvg(b.local, robust=b.robust, privacy=b.privacy, participation=(b.fraction, b.clients_per_round),
+                  sharing=Sharing(**(sharing or {})), name=name, **switches)  # fmt: skip
+
+
+def _local(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.local import LocalOnly
+
+    return LocalOnly(b.local)
+
+
+def _scaffold(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.scaffold import Scaffold
+
+    return Scaffold(b.local, b.options.scaffold)
+
+
+def _fedrep(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.fedrep import FedRep
+
+    return FedRep(b.local, b.options.fedrep)
+
+
+def _ditto(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.ditto import Ditto
+
+    return Ditto(b.local, b.options.ditto)
+
+
+def _fedex(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.fedex import FedExLoRA
+
+    return FedExLoRA(b.local, alpha=b.alpha)
+
+
+def _flora(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.flora import FLoRA
+
+    return FLoRA(b.local, b.alpha, b.rank, b.options.flora)
+
+
+def _flexlora(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.flexlora import FlexLoRA
+
+    return FlexLoRA(b.local, b.alpha, b.rank, b.options.flexlora)
+
+
+def _feddpa(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.feddpa import FedDPA
+
+    return FedDPA(b.local, b.options.feddpa)
+
+
+def _fdlora(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.fdlora import FDLoRA
+
+    return FDLoRA(b.local, b.options.fdlora)
+
+
+def _fedbiot(b: BuildContext) -> Algorithm:
     """Clients build it without the backbone (they never align); the server with backbone and public text."""
+    from fedloom.algorithms.fedbiot import FedBiOT
+    from fedloom.backbone.emulator import Aligner, emulator_of
+
     cfg, aligner = b.options.fedbiot, None
     if b.lm is not None:
         if b.public is None:
@@ -101,95 +129,81 @@ def _fedbiot(b: BuildContext) -> FedBiOT:
     return FedBiOT(b.local, cfg, b.seed, aligner)
 
 
+def _fwdllm(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.fwdllm import FwdLLM
+
+    return FwdLLM(b.local, b.options.fwdllm, b.rounds)
+
+
+def _rpa(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.rpa.algorithm import RPA
+
+    return RPA(b.local, b.options.rpa, seed=b.seed, layout=_needs_layout(b, "rpa"))
+
+
+def _fedweave(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.fedweave.algorithm import FedWeave
+
+    return FedWeave(b.local, b.options.fedweave, seed=b.seed, layout=_needs_layout(b, "fedweave"))
+
+
+def _fedlease(b: BuildContext) -> Algorithm:
+    from fedloom.algorithms.fedlease import FedLEASE
+
+    return FedLEASE(b.local, b.options.fedlease, seed=b.seed, layout=_needs_layout(b, "fedlease"))
+
+
 FEDAVG_FAMILY = ("fedavg", "fedavgm", "fedprox", "fedper", "fedit", "ffa-lora", "fedsa-lora")
 
 METHODS: dict[str, Method] = {
-    "local": Method(
-        lambda b: LocalOnly(b.local),
-        "Local-only: every client trains its own LoRA and head; nothing is shared",
-    ),
+    "local": Method(_local, "Local-only: every client trains its own LoRA and head; nothing is shared"),
     "fedavg": Method(
-        lambda b: _fedavg(b, name="fedavg"),
+        lambda b: _fedavg(b, "fedavg"),
         "FedAvg: sample-weighted mean of the LoRA factors; heads stay private",
     ),
     "fedavgm": Method(
         lambda b: _fedavg(
-            b, server_momentum=b.options.fedavgm.momentum, server_lr=b.options.fedavgm.server_lr, name="fedavgm"
+            b, "fedavgm", server_momentum=b.options.fedavgm.momentum, server_lr=b.options.fedavgm.server_lr
         ),
         "FedAvgM: FedAvg with heavy-ball server momentum",
     ),
     "fedprox": Method(
-        lambda b: _fedavg(b, prox_mu=b.options.fedprox.mu, name="fedprox"),
+        lambda b: _fedavg(b, "fedprox", prox_mu=b.options.fedprox.mu),
         "FedProx: FedAvg with a proximal pull toward the global adapter in the local loss",
     ),
-    "scaffold": Method(
-        lambda b: Scaffold(b.local, b.options.scaffold),
-        "SCAFFOLD: local steps corrected by control variates (option II)",
-    ),
+    "scaffold": Method(_scaffold, "SCAFFOLD: local steps corrected by control variates (option II)"),
     "fedper": Method(
-        lambda b: _fedavg(b, sharing=Sharing(personal_layers=b.options.fedper.personal_layers), name="fedper"),
+        lambda b: _fedavg(b, "fedper", {"personal_layers": b.options.fedper.personal_layers}),
         "FedPer: the LoRA of the top adapted layers stays local",
     ),
-    "fedrep": Method(
-        lambda b: FedRep(b.local, b.options.fedrep),
-        "FedRep: local head phase, then shared body phase",
-    ),
-    "ditto": Method(
-        lambda b: Ditto(b.local, b.options.ditto),
-        "Ditto: a global adapter plus a personal one pulled toward it",
-    ),
+    "fedrep": Method(_fedrep, "FedRep: local head phase, then shared body phase"),
+    "ditto": Method(_ditto, "Ditto: a global adapter plus a personal one pulled toward it"),
     "fedit": Method(
-        lambda b: _fedavg(b, name="fedit"),
+        lambda b: _fedavg(b, "fedit"),
         "FedIT: FedAvg of LoRA factors, as in federated instruction tuning",
     ),
     "ffa-lora": Method(
-        lambda b: _fedavg(b, sharing=Sharing(shared="B", frozen="A"), name="ffa-lora"),
+        lambda b: _fedavg(b, "ffa-lora", {"shared": "B", "frozen": "A"}),
         "FFA-LoRA: A frozen at the shared init, only B trained and averaged",
     ),
     "fedsa-lora": Method(
-        lambda b: _fedavg(b, sharing=Sharing(shared="A"), name="fedsa-lora"),
+        lambda b: _fedavg(b, "fedsa-lora", {"shared": "A"}),
         "FedSA-LoRA: A averaged, B kept local",
     ),
     "fedex-lora": Method(
-        lambda b: FedExLoRA(b.local, alpha=b.alpha),
-        "FedEx-LoRA: exact aggregation, the averaging residual folded into the frozen weight",
+        _fedex, "FedEx-LoRA: exact aggregation, the averaging residual folded into the frozen weight"
     ),
-    "flora": Method(
-        lambda b: FLoRA(b.local, b.alpha, b.rank, b.options.flora),
-        "FLoRA: stacked client LoRAs give the exact sum of updates; heterogeneous ranks",
-    ),
-    "flexlora": Method(
-        lambda b: FlexLoRA(b.local, b.alpha, b.rank, b.options.flexlora),
-        "FlexLoRA: SVD of the mean product redistributed to each client's rank",
-    ),
-    "feddpa": Method(
-        lambda b: FedDPA(b.local, b.options.feddpa),
-        "FedDPA: global and local adapters mixed by test-time instance weights",
-    ),
-    "fdlora": Method(
-        lambda b: FDLoRA(b.local, b.options.fdlora),
-        "FDLoRA: personal + global LoRA with adaptive fusion (documented reconstruction)",
-    ),
-    "fedbiot": Method(
-        _fedbiot,
-        "FedBiOT: adapter tuned on a layer-dropped emulator the server aligns on public text",
-    ),
-    "fwdllm": Method(
-        lambda b: FwdLLM(b.local, b.options.fwdllm, b.rounds),
-        "FwdLLM: backprop-free forward gradients with variance control",
-    ),
-    "rpa": Method(
-        lambda b: RPA(b.local, b.options.rpa, seed=b.seed, layout=_needs_layout(b, "rpa")),
-        "Routed prototype adapters (seed 000): prototype pool, projected routing, residuals",
-    ),
+    "flora": Method(_flora, "FLoRA: stacked client LoRAs give the exact sum of updates; heterogeneous ranks"),
+    "flexlora": Method(_flexlora, "FlexLoRA: SVD of the mean product redistributed to each client's rank"),
+    "feddpa": Method(_feddpa, "FedDPA: global and local adapters mixed by test-time instance weights"),
+    "fdlora": Method(_fdlora, "FDLoRA: personal + global LoRA with adaptive fusion (documented reconstruction)"),
+    "fedbiot": Method(_fedbiot, "FedBiOT: adapter tuned on a layer-dropped emulator the server aligns on public text"),
+    "fwdllm": Method(_fwdllm, "FwdLLM: backprop-free forward gradients with variance control"),
+    "rpa": Method(_rpa, "Routed prototype adapters (seed 000): prototype pool, projected routing, residuals"),
     "fedweave": Method(
-        lambda b: FedWeave(b.local, b.options.fedweave, seed=b.seed, layout=_needs_layout(b, "fedweave")),
-        "FedWeave (seed 002): prototype discovery, signature alignment, mixture of LoRA experts",
+        _fedweave, "FedWeave (seed 002): prototype discovery, signature alignment, mixture of LoRA experts"
     ),
-    "fedlease": Method(
-        lambda b: FedLEASE(b.local, b.options.fedlease, seed=b.seed, layout=_needs_layout(b, "fedlease")),
-        "FedLEASE: clustered LoRA experts with an adaptive top-M router",
-    ),
+    "fedlease": Method(_fedlease, "FedLEASE: clustered LoRA experts with an adaptive top-M router"),
 }
 
 

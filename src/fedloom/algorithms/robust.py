@@ -11,23 +11,13 @@ A weighted mean lets one client move the model arbitrarily far. Two standard def
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal, cast
+from typing import cast
 
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 from torch import Tensor
 
 from fedloom.algorithms.aggregation import weighted_average
-
-
-class RobustConfig(BaseModel):
-    """How a FedAvg-family server combines uploads."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    rule: Literal["mean", "trimmed_mean", "norm_bound"] = Field("mean", description="aggregation rule")
-    trim_fraction: float = Field(0.2, ge=0, lt=0.5, description="trimmed mean: fraction β cut at each end")
-    norm_bound: float = Field(1.0, gt=0, description="norm bounding: largest L2 norm M of a client update")
+from fedloom.algorithms.config import RobustConfig
 
 
 def trimmed_mean(values: Sequence[Mapping[str, Tensor]], trim_fraction: float) -> dict[str, Tensor]:

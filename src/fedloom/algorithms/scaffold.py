@@ -13,27 +13,14 @@ from collections.abc import Mapping, Sequence
 from typing import cast
 
 import torch
-from pydantic import Field
 from torch import Tensor
 
-from fedloom.algorithms.base import (
-    NUM_EXAMPLES,
-    Algorithm,
-    ClientModel,
-    ClientUpdate,
-    LocalContext,
-    LocalTrainingConfig,
-    MethodConfig,
-    Record,
-)
+from fedloom.algorithms.base import NUM_EXAMPLES, Algorithm, ClientModel, ClientUpdate, LocalContext, Record
+from fedloom.algorithms.config import LocalTrainingConfig, ScaffoldConfig
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 CONTROL = "control."
 NUM_CLIENTS = "num_clients"
-
-
-class ScaffoldConfig(MethodConfig):
-    server_lr: float = Field(1.0, gt=0, description="SCAFFOLD global step size η_g")
 
 
 class Scaffold(Algorithm):

@@ -3,8 +3,9 @@
 
 Run config keys (``flwr run deploy/flower <connection> -c "config='/abs/x.yaml' out='/abs/run'"``):
 ``config`` (fedloom YAML, read by the ServerApp only), ``out`` (run directory on the server),
-``num-nodes`` (SuperNodes to wait for), ``overrides`` (``key=value`` pairs separated by ``;``) and
-``resume`` (continue ``out`` from its newest checkpoint).
+``num-nodes`` (SuperNodes to wait for), ``overrides`` (``key=value`` pairs separated by ``;``),
+``resume`` (continue ``out`` from its newest checkpoint) and ``overwrite`` (delete what ``out`` holds first;
+without it or ``resume`` a non-empty ``out`` is refused).
 """
 
 from __future__ import annotations
@@ -19,17 +20,21 @@ from flwr.serverapp import Grid, ServerApp
 
 from fedloom.experiments.config import RunConfig, dump_config, load_config
 from fedloom.experiments.methods import build_method
+from fedloom.experiments.resume import resume_changes
 from fedloom.experiments.run import finish_run, run_rounds
-from fedloom.experiments.rundir import RunDirectory
+from fedloom.experiments.rundir import RunDirectory, claim_run_dir
 from fedloom.experiments.workspace import load_adapted, shared_init
 from fedloom.runtime.flower.pool import FlowerClients
 from fedloom.runtime.rounds import Runtime
 
 
 def serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool = False,
-          connect_timeout: float = 600.0) -> dict[str, Any]:  # fmt: skip
+          connect_timeout: float = 600.0, overwrite: bool = False) -> dict[str, Any]:  # fmt: skip
     """The ServerApp's work: the shared round loop over Flower nodes, writing ``out`` like `fedloom run`."""
-    out.mkdir(parents=True, exist_ok=True)
+    if resume:
+        resume_changes(out, cfg)  # a refused change leaves ``out`` untouched
+    else:
+        claim_run_dir(out, overwrite)
     key_file = out / "flower.json"
     if resume and key_file.is_file():
         run_key = json.loads(key_file.read_text())["run_key"]
@@ -71,4 +76,5 @@ def main(grid: Grid, context: Context) -> None:
     rc = context.run_config
     overrides = [o.strip() for o in str(rc.get("overrides", "")).split(";") if o.strip()]
     cfg = load_config(str(rc["config"]), None, overrides)
-    serve(grid, cfg, Path(str(rc["out"])), int(rc["num-nodes"]), bool(rc.get("resume", False)))
+    resume, overwrite = bool(rc.get("resume", False)), bool(rc.get("overwrite", False))
+    serve(grid, cfg, Path(str(rc["out"])), int(rc["num-nodes"]), resume, overwrite=overwrite)

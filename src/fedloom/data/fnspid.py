@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.data.files import dataset_dir
 from fedloom.data.posts import assign_rows, session_days, window_texts
+from fedloom.data.reading import read_csv, read_jsonl, refuse_duplicates
 from fedloom.data.schema import SampleTable
 from fedloom.data.splits import SplitDates
 
@@ -54,8 +55,9 @@ class FnspidConfig(BaseModel):
 def load_fnspid(data_dir: Path | str | None, cfg: FnspidConfig) -> SampleTable:
     """Read ``fnspid/`` and build the sample table."""
     folder = dataset_dir(data_dir, cfg.folder, FILES)
-    prices = pd.read_csv(folder / "prices_sentiment.csv.gz", parse_dates=["date"])
-    news = pd.read_json(folder / "news.jsonl", lines=True, dtype={"date": str, "date_fnspid_utc": str})
+    prices = read_csv(folder / "prices_sentiment.csv.gz", required=("ticker", "close", "adj_close"), dates=("date",))
+    refuse_duplicates(prices, ("ticker", "date"), folder / "prices_sentiment.csv.gz")
+    news = read_jsonl(folder / "news.jsonl", dtype={"date": str, "date_fnspid_utc": str})
     return build_fnspid(prices, news, cfg)
 
 

@@ -21,6 +21,7 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.data.files import resolve_data_dir
+from fedloom.data.reading import read_csv, read_jsonl
 from fedloom.data.schema import SampleTable, TaskKind
 from fedloom.errors import DataError
 
@@ -51,7 +52,7 @@ def load_generic(data_dir: Path | str | None, cfg: GenericConfig) -> SampleTable
         if cfg.format != "auto"
         else ("jsonl" if ".jsonl" in path.suffixes or ".json" in path.suffixes else "csv")
     )
-    raw = pd.read_json(path, lines=True, dtype=False) if kind == "jsonl" else pd.read_csv(path)
+    raw = read_jsonl(path, dtype=False) if kind == "jsonl" else read_csv(path)
     return build_generic(raw, cfg, path)
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.data.files import dataset_dir
 from fedloom.data.posts import assign_rows, window_texts
+from fedloom.data.reading import read_csv, read_jsonl, refuse_duplicates
 from fedloom.data.schema import Partition, SampleTable
 from fedloom.data.splits import SplitDates
 from fedloom.errors import DataError
@@ -57,9 +58,10 @@ def load_glt(data_dir: Path | str | None, cfg: GltConfig, name: str = "bigdata22
     """Read a GLT-format folder and build its sample table."""
     files = [cfg.prices_file, cfg.tweets_file] + ([cfg.sectors_file] if cfg.sectors_file else [])
     folder = dataset_dir(data_dir, cfg.folder, files)
-    prices = pd.read_csv(folder / cfg.prices_file)
-    tweets = pd.read_json(folder / cfg.tweets_file, lines=True, dtype={"ticker": str, "text": str, "date": str})
-    sectors = pd.read_csv(folder / cfg.sectors_file) if cfg.sectors_file else None
+    prices = read_csv(folder / cfg.prices_file, required=("ticker", *GLT_FEATURES, "label"), dates=("date",))
+    refuse_duplicates(prices, ("ticker", "date"), folder / cfg.prices_file)
+    tweets = read_jsonl(folder / cfg.tweets_file, dtype={"ticker": str, "text": str, "date": str})
+    sectors = read_csv(folder / cfg.sectors_file, required=("ticker", "sector")) if cfg.sectors_file else None
     return build_glt(prices, tweets, sectors, cfg, name, source=folder / cfg.prices_file)
 
 
@@ -94,6 +96,7 @@ def build_glt(
     samples["return"] = rows["n_adj_close"] / 100.0
     samples["label"] = rows["label"]
     samples["split"] = cfg.split_dates.label(samples["target_date"])
+    _refuse_disjoint_split(samples["target_date"], cfg.split_dates, source)
     keep = samples["date"].notna() & (samples["split"] != "")
     if cfg.target == "movement":
         keep &= samples["label"] != 0
@@ -115,6 +118,18 @@ def build_glt(
         default_partition=partition,
         notes=("posts carry only a file day: a post filed on day p may be after p's close",),
     )
+
+
+def _refuse_disjoint_split(days: pd.Series, split: SplitDates, source: Path | str) -> None:
+    """A folder whose target days all miss the configured split is named with its own span."""
+    if len(days) and not split.label(days).astype(bool).any():
+        first, last = (pd.Timestamp(d).date() for d in (days.min(), days.max()))
+        end = split.test_end or "the end"
+        raise DataError(
+            f"{source}: its target days run {first} to {last}, outside the configured split "
+            f"({split.train_start} to {end}); set data.bigdata22.split_dates.train_start, val_start, "
+            "test_start and test_end to dates inside that span"
+        )
 
 
 def _groups(instruments: pd.Series, sectors: pd.DataFrame | None, source: Path | str) -> tuple[pd.Series, Partition]:

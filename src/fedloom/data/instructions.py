@@ -28,10 +28,12 @@ import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.data.files import dataset_dir
+from fedloom.data.reading import read_jsonl
 from fedloom.data.schema import TextTable
 from fedloom.errors import DataError
 
 SENTIMENT = ("negative", "neutral", "positive")
+DEFAULT_NEW_TOKENS = {"gsm8k": 192, "arc_challenge": 4, "tweeteval": 4, "jfleg": 64, "coedit": 64}  # seed 002 budgets
 LETTERS = "ABCDEFGH"
 _CALCULATOR = re.compile(r"<<[^>]*>>")
 
@@ -72,7 +74,7 @@ class _Draw:
 
 
 def _read(path: Path) -> pd.DataFrame:
-    return pd.read_json(path, lines=True, dtype=False)
+    return read_jsonl(path, dtype=False)
 
 
 def _table(parts: list[pd.DataFrame], name: str, notes: list[str]) -> TextTable:

@@ -18,16 +18,18 @@ and the covariates stay in the table for it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 import numpy as np
-import torch
 from pydantic import BaseModel, ConfigDict, Field
-from transformers import PreTrainedTokenizerBase
 
-from fedloom.backbone.features import Ragged
 from fedloom.data.schema import SampleTable, TextTable
 from fedloom.errors import DataError
+
+if TYPE_CHECKING:  # the config above is read without torch; tokenizing imports it
+    from transformers import PreTrainedTokenizerBase
+
+    from fedloom.backbone.features import Ragged
 
 NO_TEXT = "(none)"
 
@@ -76,7 +78,7 @@ def tokenize_prompts(table: SampleTable, tokenizer: PreTrainedTokenizerBase, cfg
                 f"(header and covariates take {len(head) + len(tail)} tokens)"
             )
         rows.append(head + (body[-budget:] if budget else []) + tail)
-    return Ragged.from_rows(rows, torch.int64)
+    return _ragged_ids(rows)
 
 
 def chat_prompt(tokenizer: PreTrainedTokenizerBase, user: str) -> str:
@@ -99,7 +101,16 @@ def tokenize_instructions(
     for prompt, response in zip(table.frame["prompt"], table.frame["response"], strict=True):
         prompts.append(_ids(tokenizer, chat_prompt(tokenizer, prompt))[-max_tokens:])
         responses.append((_ids(tokenizer, response) + ([eos] if eos is not None else []))[:max_tokens])
-    return Ragged.from_rows(prompts, torch.int64), Ragged.from_rows(responses, torch.int64)
+    return _ragged_ids(prompts), _ragged_ids(responses)
+
+
+def _ragged_ids(rows: Sequence[Sequence[int]]) -> Ragged:
+    """Token-id rows stored end to end (torch is imported here, not by the config above)."""
+    import torch
+
+    from fedloom.backbone.features import Ragged
+
+    return Ragged.from_rows(rows, torch.int64)
 
 
 def _ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:

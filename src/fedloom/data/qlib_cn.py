@@ -36,6 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.data.alpha import ALPHA158, ALPHA360, ALPHA360_FIELDS, QLIB_NN_FEATURES, Bars
 from fedloom.data.files import cached_frame, dataset_dir
+from fedloom.data.reading import read_csv, refuse_duplicates
 from fedloom.data.schema import SampleTable
 from fedloom.data.splits import SplitDates
 from fedloom.errors import DataError
@@ -70,7 +71,9 @@ class QlibCnConfig(BaseModel):
 
 def read_bars(folder: Path) -> pd.DataFrame:
     """Daily bars as stored: suspended days keep their flat OHLC (the last close)."""
-    return pd.read_csv(folder / "csi300_daily.csv.gz", parse_dates=["date"])
+    bars = read_csv(folder / "csi300_daily.csv.gz", required=("instrument",), dates=("date",))
+    refuse_duplicates(bars, ("instrument", "date"), folder / "csi300_daily.csv.gz")
+    return bars
 
 
 def suspended(bars: pd.DataFrame) -> pd.Series:
@@ -185,8 +188,8 @@ def load_qlib_cn(data_dir: Path | str | None, cfg: QlibCnConfig, index: str) -> 
     folder = dataset_dir(data_dir, cfg.folder, FILES)
 
     def build() -> pd.DataFrame:
-        intervals = pd.read_csv(folder / "membership.csv.gz")
-        industry = pd.read_csv(folder / "industry_sw2021.csv")
+        intervals = read_csv(folder / "membership.csv.gz")
+        industry = read_csv(folder / "industry_sw2021.csv")
         return build_qlib_table(load_bars(folder), intervals, industry, cfg, index)
 
     sources = [folder / f for f in FILES]
@@ -221,7 +224,7 @@ def market_frame(data_dir: Path | str | None, folder: str = "qlib_cn") -> pd.Dat
 
 def benchmark_close(data_dir: Path | str | None, code: str = "SH000300", folder: str = "qlib_cn") -> pd.Series:
     """Daily close of an index in ``index_daily.csv`` (SH000300, SH000905, SH000906, SH000001)."""
-    frame = pd.read_csv(dataset_dir(data_dir, folder, FILES) / "index_daily.csv", parse_dates=["date"])
+    frame = read_csv(dataset_dir(data_dir, folder, FILES) / "index_daily.csv", dates=("date",))
     rows = frame[frame["instrument"] == code]
     if rows.empty:
         raise DataError(f"index_daily.csv has no rows for {code!r}; it has {sorted(frame['instrument'].unique())}")

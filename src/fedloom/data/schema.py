@@ -26,6 +26,7 @@ from typing import ClassVar, Literal, Protocol
 import numpy as np
 import pandas as pd
 
+from fedloom.data.reading import refuse_duplicates
 from fedloom.errors import DataError
 
 REQUIRED_COLUMNS = ("date", "instrument", "group", "text", "target")
@@ -120,6 +121,7 @@ class SampleTable:
             raise DataError(f"dataset {self.name!r}: {audit} are audit columns, never covariates")
         if self.frame.empty:
             raise DataError(f"dataset {self.name!r} has no rows")
+        refuse_duplicates(self.frame, ("date", "instrument"), f"dataset {self.name!r}")
         target = self.frame["target"].to_numpy(dtype=float)
         bad = ~np.isfinite(target)
         if bad.any():

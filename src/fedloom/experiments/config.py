@@ -9,24 +9,29 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fedloom.algorithms.base import LocalTrainingConfig
-from fedloom.algorithms.privacy import PrivacyConfig
-from fedloom.algorithms.registry import METHODS, MethodOptions, defence_conflict
-from fedloom.algorithms.robust import RobustConfig
-from fedloom.backbone.loading import known_backbones
-from fedloom.backbone.lora import LoraSpec
+from fedloom.algorithms.config import LocalTrainingConfig, MethodOptions, PrivacyConfig, RobustConfig
+from fedloom.algorithms.registry import METHODS, defence_conflict
+from fedloom.backbone.names import known_backbones
 from fedloom.data.config import DataConfig
+from fedloom.data.instructions import DEFAULT_NEW_TOKENS
 from fedloom.data.registry import DATASETS
 from fedloom.errors import ConfigError
 from fedloom.experiments.portfolio import PortfolioConfig
-from fedloom.runtime.rounds import FederationConfig
-from fedloom.tasks.generation import DEFAULT_NEW_TOKENS
+from fedloom.runtime.config import FederationConfig
+
+if TYPE_CHECKING:
+    from fedloom.backbone.lora import LoraSpec
+
+# what `--resume` may change: the rounds already done stay valid (more rounds extend the run; where this
+# machine keeps the data; bookkeeping). Everything else changes what the run means.
+RESUMABLE_KEYS = ("rounds", "data.data_dir", "federation.checkpoint_every", "federation.round_timeout")
 
 
 class _Strict(BaseModel):
@@ -54,6 +59,8 @@ class AdapterConfig(_Strict):
     init_from: str | None = Field(None, description="start from this PEFT LoRA adapter directory (None: PEFT's init)")
 
     def spec(self, num_layers: int) -> LoraSpec:
+        from fedloom.backbone.lora import LoraSpec
+
         if self.layers == "all":
             layers = None
         elif isinstance(self.layers, int):
@@ -94,6 +101,13 @@ class RunConfig(_Strict):
     robust: RobustConfig = Field(RobustConfig(), description="robust aggregation rule (FedAvg family only)")
 
     @model_validator(mode="after")
+    def _numbers_are_finite(self) -> RunConfig:
+        bad = non_finite(self.model_dump())
+        if bad:
+            raise ValueError(f"{', '.join(bad)}: must be a finite number (inf and nan mean nothing here)")
+        return self
+
+    @model_validator(mode="after")
     def _defences_fit_the_method(self) -> RunConfig:
         problem = defence_conflict(self.method, self.privacy, self.robust)
         if problem:
@@ -124,6 +138,15 @@ class RunConfig(_Strict):
             f"unknown backbone {v!r}: not a built-in name ({', '.join(known_backbones())}) "
             "and not a directory containing config.json"
         )
+
+
+def non_finite(tree: Any, path: str = "") -> list[str]:
+    """Dotted paths of every inf / nan float in a dumped config: one check for every section's numbers."""
+    if isinstance(tree, dict):
+        return [p for key, value in tree.items() for p in non_finite(value, f"{path}.{key}" if path else str(key))]
+    if isinstance(tree, list | tuple):
+        return [p for i, value in enumerate(tree) for p in non_finite(value, f"{path}[{i}]")]
+    return [path] if isinstance(tree, float) and not math.isfinite(tree) else []
 
 
 def load_config(
@@ -209,11 +232,11 @@ def _describe(exc: ValidationError, path: Path | None) -> str:
     source = f"{path}: " if path is not None else ""
     problems = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "no such config key"
-        problems.append(f"{loc}: {msg}")
+        problems.append(f"{loc}: {msg}" if loc else msg)
     return f"{source}invalid config: " + "; ".join(problems)
 
 
@@ -232,10 +255,17 @@ def settings(cfg: RunConfig) -> dict[str, str]:
     return flat(cfg.model_dump(mode="json"), "")
 
 
+def changed_keys(before: RunConfig, after: RunConfig) -> list[str]:
+    """The dotted keys whose values differ between two configs, sorted."""
+    a, b = settings(before), settings(after)
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
 def dump_config(cfg: RunConfig) -> str:
     return yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False)
 
 
 def config_digest(cfg: RunConfig) -> str:
-    """Identity of a run's configuration, ignoring ``rounds`` (a resumed run may be extended)."""
-    return hashlib.sha256(dump_config(cfg.model_copy(update={"rounds": 0})).encode()).hexdigest()[:16]
+    """Identity of a run's configuration, ignoring the keys a resumed run may change (`RESUMABLE_KEYS`)."""
+    kept = {k: v for k, v in settings(cfg).items() if k not in RESUMABLE_KEYS}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]

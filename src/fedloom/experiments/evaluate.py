@@ -7,9 +7,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedloom.algorithms.base import MethodConfig
+from fedloom.algorithms.config import MethodConfig
 from fedloom.errors import ConfigError
-from fedloom.experiments.config import RunConfig, load_config, settings
+from fedloom.experiments.config import RunConfig, changed_keys, load_config
 from fedloom.experiments.methods import build_method
 from fedloom.experiments.rundir import RunDirectory
 from fedloom.experiments.workspace import prepare_workspace
@@ -33,8 +33,7 @@ def evaluate_run(run_dir: Path, overrides: list[str], progress: Progress | None 
     base = load_config(run_dir / "config.yaml")
     cfg = load_config(run_dir / "config.yaml", None, overrides)
     allowed = evaluation_settings(base)
-    now, then = settings(cfg), settings(base)
-    training = sorted(k for k in now.keys() | then.keys() if now.get(k) != then.get(k) and k not in allowed)
+    training = [k for k in changed_keys(base, cfg) if k not in allowed]
     if training:
         raise ConfigError(f"{', '.join(training)}: only evaluation-time settings can change "
                           f"({', '.join(allowed)}); train a new run for the others")  # fmt: skip

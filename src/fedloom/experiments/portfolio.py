@@ -26,12 +26,15 @@ class PortfolioConfig(BaseModel):
     n_drop: int = Field(5, ge=0, description="stocks replaced per day")
 
 
-def portfolio_metrics(scores: pd.DataFrame, dataset: str, data_dir: Any, cfg: PortfolioConfig) -> dict[str, float]:
-    """Annualized return, information ratio, volatility and max drawdown of the excess return with cost,
-    from long ``date, instrument, score`` (every client's test scores pooled per day)."""
+def portfolio_report(scores: pd.DataFrame, dataset: str, data_dir: Any, cfg: PortfolioConfig) -> pd.DataFrame:
+    """The daily TopkDropout report (`fedloom.metrics.portfolio.backtest`) from long ``date, instrument,
+    score`` (every client's test scores pooled per day)."""
     market = market_frame(data_dir)
-    report = backtest(
-        scores, market, TopkDropout(topk=cfg.topk, n_drop=cfg.n_drop), benchmark_close(data_dir, BENCHMARKS[dataset])
-    )
+    strategy = TopkDropout(topk=cfg.topk, n_drop=cfg.n_drop)
+    return backtest(scores, market, strategy, benchmark_close(data_dir, BENCHMARKS[dataset]))
+
+
+def portfolio_metrics(report: pd.DataFrame) -> dict[str, float]:
+    """Annualized return, information ratio, volatility and max drawdown of the excess return with cost."""
     risk = risk_analysis(excess_returns(report, with_cost=True))
     return {**risk, "trade_days": float(len(report)), "mean_turnover": float(np.mean(report["turnover"]))}

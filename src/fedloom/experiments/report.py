@@ -41,7 +41,8 @@ def metric_names(summary: dict[str, Any]) -> list[str]:
     return ([primary] if primary in names else []) + [n for n in ordered if n != primary]
 
 
-def _summary_key(metric: str) -> str:
+def summary_key(metric: str) -> str:
+    """The summary entry a table shows for a test metric: MSE and MAE weighted by test rows, others macro."""
     return f"personal/test/{metric}/{'weighted' if metric in WEIGHTED else 'macro'}"
 
 
@@ -68,7 +69,7 @@ def method_table(summaries: Sequence[dict[str, Any]]) -> Table:
             [
                 s["method"],
                 str(s["selection"]["best_round"]),
-                *(fmt(s["metrics"].get(_summary_key(m))) for m in metrics),
+                *(fmt(s["metrics"].get(summary_key(m))) for m in metrics),
                 fmt(s["metrics"].get(f"personal/test/{primary}/worst25")),
                 f"{comm['download_bytes'] / rounds / 1e6:.3f}",
                 f"{comm['upload_bytes'] / rounds / 1e6:.3f}",
@@ -97,9 +98,15 @@ def single_report(summary: dict[str, Any]) -> str:
         + "\n"
         + markdown(method_table([summary]))
     )
-    if "portfolio" in summary:
-        values = ", ".join(f"{k} {fmt(v)}" for k, v in summary["portfolio"].items())
-        text += f"\nTopkDropout, excess return with cost (final models): {values}\n"
+    rnd = summary.get("outputs_round", summary["rounds"])
+    for key, models in (("portfolio", f"models of round {rnd}"), ("portfolio_final", "final models")):
+        if key in summary:
+            values = ", ".join(f"{k} {fmt(v)}" for k, v in summary[key].items())
+            text += f"\nTopkDropout, excess return with cost ({models}): {values}\n"
+    if "outputs_round" in summary:
+        text += (f"\ndaily.csv (and the portfolio and regimes, where the data has them) come from the models of "
+                 f"round {rnd}, the round the table reports; daily_final.csv (`*_final`) from the models after "
+                 f"round {summary['rounds']}.\n")  # fmt: skip
     return text
 
 
@@ -121,7 +128,7 @@ def comparison_report(summaries: list[dict[str, Any]]) -> str:
 
 def significance_section(summaries: list[dict[str, Any]]) -> str:
     """Paired block bootstrap over trading weeks (seed 000, Table 5) of each method against FedAvg on
-    the daily test series of the final models (daily.csv)."""
+    the daily test series of the round chosen on validation (daily.csv)."""
     daily = {s["method"]: Path(s["run_dir"]) / "daily.csv" for s in summaries}
     if "fedavg" not in daily or not all(p.is_file() for p in daily.values()):
         return ""
@@ -141,7 +148,7 @@ def significance_section(summaries: list[dict[str, Any]]) -> str:
     if not rows:
         return ""
     header = ["method", f"mean daily {column} − fedavg", "95 % CI", "p", "days / weeks"]
-    return f"\n## Paired block bootstrap vs FedAvg (daily `{column}`, final models, weeks resampled)\n\n" + markdown(
+    return f"\n## Paired block bootstrap vs FedAvg (daily `{column}`, chosen round, weeks resampled)\n\n" + markdown(
         (header, rows)
     )
 
@@ -163,9 +170,8 @@ def gain_section(summaries: list[dict[str, Any]]) -> str:
     for s in others:
         gains = [_gain(s, base, c, metric) for c in clients]
         het = [base["per_client"][c].get("heterogeneity", math.nan) for c in clients]
-        ok = [(h, g) for h, g in zip(het, gains, strict=True) if math.isfinite(h) and math.isfinite(g)]
-        rho = spearmanr([h for h, _ in ok], [g for _, g in ok]).statistic if len(ok) > 2 else math.nan
-        notes.append(f"* {s['method']}: Spearman ρ(heterogeneity, gain) = {fmt(float(rho))} over {len(ok)} clients")
+        rho, n = gain_correlation(het, gains)
+        notes.append(f"* {s['method']}: Spearman ρ(heterogeneity, gain) = {fmt(rho)} over {n} clients")
     return (
         f"\n## Per-client gain in `{metric}` over FedAvg\n\n"
         + markdown((header, rows))
@@ -178,3 +184,11 @@ def gain_section(summaries: list[dict[str, Any]]) -> str:
 def _gain(s: dict[str, Any], base: dict[str, Any], client: str, metric: str) -> float:
     a, b = s["per_client"].get(client, {}).get(metric), base["per_client"][client].get(metric)
     return float(a) - float(b) if a is not None and b is not None else math.nan
+
+
+def gain_correlation(heterogeneity: Sequence[float], gains: Sequence[float]) -> tuple[float, int]:
+    """Spearman ρ between clients' heterogeneity scores and gains over the finite pairs, and their
+    number (seed 000 Fig. 5); NaN with fewer than three pairs."""
+    ok = [(h, g) for h, g in zip(heterogeneity, gains, strict=True) if math.isfinite(h) and math.isfinite(g)]
+    rho = spearmanr([h for h, _ in ok], [g for _, g in ok]).statistic if len(ok) > 2 else math.nan
+    return float(rho), len(ok)

@@ -1,17 +1,23 @@
 """One run, start to finish: the method on a runtime, the round loop, then the run directory's
-summary, the method's own report (`Algorithm.final_report`) and the financial outputs."""
+summary, the method's own report (`Algorithm.final_report`) and the financial outputs.
+
+One model behind every number: the headline metrics are those of the round chosen on validation, so
+the daily series, the portfolio and the regimes come from that round's checkpoint (kept apart from
+pruning while the run goes on); the final models give the same outputs as a second view
+(``daily_final.csv``, ``portfolio_final``, ``regimes_final``)."""
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from torch import Tensor
 
-from fedloom.algorithms.base import Algorithm, RunReport
+from fedloom.algorithms.base import Algorithm, Record, RunReport
 from fedloom.backbone.model import AdaptedLM
 from fedloom.backbone.peft_io import export_peft
 from fedloom.data.qlib_cn import benchmark_close
@@ -20,10 +26,11 @@ from fedloom.experiments.config import RunConfig, config_digest
 from fedloom.experiments.daily import daily_metrics, regime_breakdown, test_predictions
 from fedloom.experiments.methods import build_method
 from fedloom.experiments.plots import draw_heatmap
-from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics
+from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics, portfolio_report
 from fedloom.experiments.report import single_report
+from fedloom.experiments.resume import check_checkpoint, resume_changes
 from fedloom.experiments.rundir import RunDirectory
-from fedloom.experiments.summary import build_summary
+from fedloom.experiments.summary import best_round, build_summary
 from fedloom.experiments.workspace import Workspace, client_heterogeneity
 from fedloom.progress import Progress
 from fedloom.runtime.rounds import RoundRecord, Runtime, SimulationResult
@@ -52,7 +59,7 @@ def run_method(
     write_run_report(rundir, report, f"{cfg.method} on {cfg.dataset}")
     summary.update(report.summary)
     if isinstance(ws.table, SampleTable):
-        summary.update(financial_outputs(cfg, ws, algorithm, result, rundir))
+        summary.update(financial_outputs(cfg, ws, algorithm, result, rundir, summary["selection"]["best_round"]))
     finish_run(rundir, summary)
     return summary
 
@@ -72,11 +79,13 @@ def run_rounds(
     """The part of a run every runtime shares: config, env, metrics.jsonl, checkpoints, the rounds and
     the PEFT export of the final shared adapter; the caller adds its extras to the summary and writes
     summary.json and report.md (`finish_run`)."""
+    changes = resume_changes(out, cfg) if resume else {}  # refused before anything is written
     rundir = RunDirectory(out)
     digest = config_digest(cfg)
     checkpoint = rundir.checkpoints.load() if resume else None
-    if checkpoint is not None and checkpoint.config_digest != digest:
-        log.warning("%s: config differs from the checkpointed run (beyond `rounds`); continuing anyway", out)
+    if checkpoint is not None:
+        check_checkpoint(out, cfg, checkpoint.round, checkpoint.config_digest)
+        rundir.record_resume(checkpoint.round, changes)
     rundir.write_config(cfg)
     rundir.write_env(
         {
@@ -89,11 +98,21 @@ def run_rounds(
     )
     history = [RoundRecord(**r) for r in checkpoint.history] if checkpoint else []
     rundir.start_metrics(history)
+
+    def on_round(record: RoundRecord) -> None:
+        """Log the round and keep the checkpoint of the round chosen on validation so far."""
+        rundir.append_metrics(record)
+        history.append(record)
+        if any(r.evaluation is not None for r in history):
+            rundir.checkpoints.protect(best_round(history, metric).round)
+
+    if any(r.evaluation is not None for r in history):  # resumed: the chosen round may predate the restart
+        rundir.checkpoints.protect(best_round(history, metric).round)
     t0 = time.perf_counter()
     result = runtime.run(
         shared_init,
         cfg.rounds,
-        on_round=rundir.append_metrics,
+        on_round=on_round,
         checkpoints=rundir.checkpoints,
         config_digest=digest,
         resume_from=checkpoint,
@@ -113,23 +132,48 @@ def write_run_report(rundir: RunDirectory, report: RunReport, title: str) -> Non
 
 
 def financial_outputs(
-    cfg: RunConfig, ws: Workspace, algorithm: Algorithm, result: SimulationResult, rundir: RunDirectory
+    cfg: RunConfig, ws: Workspace, algorithm: Algorithm, result: SimulationResult, rundir: RunDirectory, chosen: int
 ) -> dict[str, Any]:
-    """daily.csv of the final models on the test rows; for index datasets the TopkDropout portfolio and
-    the regime breakdown (summary entries)."""
+    """The test outputs of the models of round ``chosen`` (daily.csv; for index datasets portfolio.csv and
+    the ``portfolio`` and ``regimes`` summary entries) and the same of the final models, suffixed
+    ``_final``. Without a checkpoint of the chosen round (``checkpoint_every``), both are the final ones."""
+    last = result.history[-1].round
+    checkpoint = rundir.checkpoints.load(restore_random_state=False, round=chosen) if chosen != last else None
+    if chosen != last and checkpoint is None:
+        log.warning("round %d (chosen on validation) has no checkpoint: daily.csv and the portfolio use the "
+                    "final models", chosen)  # fmt: skip
+    views = {"_final": (result.server, result.clients, last)}
+    views[""] = (checkpoint.server, checkpoint.clients, chosen) if checkpoint is not None else views["_final"]
+    out: dict[str, Any] = {"outputs_round": views[""][2]}
+    computed: dict[int, dict[str, Any]] = {}
+    for suffix, (server, clients, rnd) in views.items():
+        if rnd not in computed:
+            computed[rnd] = _test_outputs(cfg, ws, algorithm, server, clients, rnd)
+        outputs = computed[rnd]
+        for name in ("daily", "portfolio_daily"):
+            if name in outputs:
+                rundir.write_daily(outputs[name], f"{name.replace('_daily', '')}{suffix}.csv")
+        out |= {f"{k}{suffix}": outputs[k] for k in ("portfolio", "regimes") if k in outputs}
+    return out
+
+
+def _test_outputs(
+    cfg: RunConfig, ws: Workspace, algorithm: Algorithm, server: Record, clients: Mapping[str, Record], rnd: int
+) -> dict[str, Any]:
+    """Daily series, daily portfolio report and its summaries, and regimes of one set of models."""
     assert isinstance(ws.table, SampleTable)
-    predictions = test_predictions(algorithm, result.server, result.clients, ws.learners, ws.table.frame, cfg.rounds)
+    predictions = test_predictions(algorithm, server, clients, ws.learners, ws.table.frame, rnd)
     if predictions.empty:
         log.warning("no client has test rows: daily.csv, the portfolio and the regimes are skipped")
         return {}
     daily = daily_metrics(predictions, ws.table.task_kind)
-    rundir.write_daily(daily)
     if cfg.dataset not in BENCHMARKS:
-        return {}
-    portfolio = portfolio_metrics(predictions, cfg.dataset, cfg.data.data_dir, cfg.portfolio)
+        return {"daily": daily}
+    report = portfolio_report(predictions, cfg.dataset, cfg.data.data_dir, cfg.portfolio)
     index = benchmark_close(cfg.data.data_dir, BENCHMARKS[cfg.dataset])
     train_dates = ws.table.dates[np.concatenate([lrn.data.train for lrn in ws.learners.values()])]
-    return {"portfolio": portfolio, "regimes": regime_breakdown(daily["rank_ic"], index, train_dates)}
+    regimes = regime_breakdown(daily["rank_ic"], index, train_dates)
+    return {"daily": daily, "portfolio_daily": report, "portfolio": portfolio_metrics(report), "regimes": regimes}
 
 
 def finish_run(rundir: RunDirectory, summary: dict[str, Any]) -> None:

@@ -7,6 +7,10 @@ runs/demo/
   summary.json    final metrics, per-client metrics, communication, wall time
   report.md       the table printed at the end
   adapter/        the final global adapter in PEFT format (methods with a global model)
+  resumes.jsonl   one line per resume: the round it continued from and the keys it changed
+
+A fresh run claims its directory first (`claim_run_dir`): a directory that already holds files is
+refused unless the caller asked to overwrite it, so two runs never mix their files.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -22,10 +27,14 @@ from typing import Any
 
 import torch
 
+from fedloom.errors import ConfigError
 from fedloom.experiments.config import RunConfig, dump_config
+from fedloom.experiments.suite_spec import JOB_FILE
 from fedloom.runtime.checkpoint import CheckpointStore
 from fedloom.runtime.rounds import RoundRecord
 
+RUN_MARKERS = ("config.yaml", "metrics.jsonl", "summary.json", "checkpoints")  # what makes a folder a run directory
+LABELS = (JOB_FILE,)  # written beside a run by `fedloom suite` before the run starts: not run data, kept
 PACKAGES = ("fedloom", "torch", "transformers", "peft", "flwr", "numpy", "pandas", "scikit-learn", "pydantic")
 
 
@@ -57,12 +66,53 @@ class RunDirectory:
     def write_json(self, name: str, value: Any) -> None:
         atomic_write(self.path / name, json.dumps(_finite(value), indent=2))
 
-    def write_daily(self, daily: Any) -> None:
-        """Daily test series (date-indexed DataFrame) as daily.csv."""
-        atomic_write(self.path / "daily.csv", daily.to_csv(index_label="date"))
+    def write_daily(self, daily: Any, name: str = "daily.csv") -> None:
+        """A date-indexed DataFrame (daily test series, daily portfolio report) as CSV."""
+        atomic_write(self.path / name, daily.to_csv(index_label="date"))
 
     def write_report(self, markdown: str) -> None:
         atomic_write(self.path / "report.md", markdown)
+
+    def record_resume(self, from_round: int, changes: dict[str, tuple[str, str]]) -> None:
+        """Append one line to resumes.jsonl: where this segment continued and which keys it changed."""
+        line = {"from_round": from_round, "changed": {k: {"was": a, "now": b} for k, (a, b) in changes.items()}}
+        with (self.path / "resumes.jsonl").open("a") as f:
+            f.write(json.dumps(line) + "\n")
+
+
+def claim_run_dir(path: Path, overwrite: bool = False) -> None:
+    """Make ``path`` ready for a fresh run: refuse a folder that already holds files, unless ``overwrite``
+    and it is a fedloom run directory (then it is deleted first); check that it can be written."""
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"run directory {path} is a file; choose another --out")
+    held = sorted(p.name for p in path.iterdir() if p.name not in LABELS) if path.is_dir() else []
+    if held and not overwrite:
+        shown = ", ".join(held[:4]) + (", ..." if len(held) > 4 else "")
+        raise ConfigError(
+            f"run directory {path} already holds files ({shown}); continue that run with --resume {path}, "
+            "choose a new --out, or pass --overwrite to delete it first"
+        )
+    if held:
+        if not any((path / marker).exists() for marker in RUN_MARKERS):
+            raise ConfigError(
+                f"{path} holds files but is not a fedloom run directory (none of {', '.join(RUN_MARKERS)}); "
+                "--overwrite deletes only run directories: choose another --out"
+            )
+        for name in held:
+            target = path / name
+            shutil.rmtree(target) if target.is_dir() and not target.is_symlink() else target.unlink()
+    ensure_writable(path)
+
+
+def ensure_writable(path: Path) -> None:
+    """Create ``path`` and prove a file can be written there, so a run fails before its first round."""
+    probe = path / ".fedloom-write-test"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ConfigError(f"cannot write to the run directory {path}: {exc.strerror or exc}") from None
 
 
 def environment() -> dict[str, Any]:

@@ -31,7 +31,7 @@ from fedloom.errors import ConfigError
 from fedloom.experiments.config import RunConfig
 from fedloom.metrics.heterogeneity import heterogeneity_scores
 from fedloom.progress import Progress, SilentProgress
-from fedloom.seeding import generator
+from fedloom.seeding import derive_seed, generator
 from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.learner import Learner
 from fedloom.tasks.registry import make_task
@@ -88,9 +88,8 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
         lm,
         tokens,
         cache_root() / "features" if cfg.data.feature_cache else None,
-        with_embedding=True,  # the frozen pooled embedding: routers and prototype discovery read it
         batch_size=cfg.model.feature_batch_size,
-        progress=progress.task("frozen features (once per dataset)", len(tokens)),
+        progress=progress.task("frozen features (once per dataset)", len(tokens)) if lm.start_layer else None,
     )
     seconds["features"] = time.perf_counter() - t0
 
@@ -127,6 +126,7 @@ def _learner(
     text_task: GenerationTask | None,
 ) -> Learner:  # fmt: skip
     """One client's learner: its rows, the task its targets define and, if configured, its numeric inputs."""
+    head_seed = derive_seed(cfg.seed, "head") if cfg.train.head_init == "shared" else None
     if text_task is not None:
         none = np.zeros(len(table), dtype=np.float32)
         return Learner(lm, features, none, none.astype("datetime64[D]"), client, text_task)
@@ -145,6 +145,7 @@ def _learner(
         task=make_task(table.task_kind, table.targets[client.train], table.num_classes),
         eval_targets=table.frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else None,
         side_channel=None if numeric is None else SideChannel.fitted(numeric, client.train),
+        head_seed=head_seed,
     )
 
 

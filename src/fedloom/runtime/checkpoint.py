@@ -3,19 +3,24 @@
     RUN_DIR/checkpoints/
       LATEST                 name of the newest complete checkpoint (replaced atomically)
       round-00003/
-        state.json           round, config digest, scalars of every record, client index, history, RNG
+        state.json           round, config digest, scalars of every record, client index, history, RNG,
+                             and the sha256 of every tensor file beside it (checked on load)
         server.safetensors   server tensors
         client-00000.safetensors ...   one file per client (ids may not be valid file names)
         rng_torch.safetensors          torch's global RNG state
 
 A checkpoint directory is written under a temporary name and renamed when complete; LATEST is
-updated only after that, so a kill at any moment leaves the previous checkpoint usable.
+updated only after that, so a kill at any moment leaves the previous checkpoint usable. Older
+checkpoints are pruned by round number, never the one just written; LATEST must name a checkpoint
+folder inside this store.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
+import re
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -24,13 +29,29 @@ from typing import Any
 
 import numpy as np
 import torch
+from pydantic import BaseModel, ValidationError
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 
-from fedloom.algorithms.base import Record
+from fedloom.algorithms.base import Record, Scalar
 from fedloom.errors import FedloomError
 
 LATEST = "LATEST"
+NAME = re.compile(r"round-(\d{5,})")
+Scalars = dict[str, Scalar]
+
+
+class CheckpointState(BaseModel):
+    """The schema of ``state.json``: a file missing a field is refused by name."""
+
+    round: int
+    config_digest: str
+    server_scalars: Scalars
+    clients: list[str]
+    client_scalars: list[Scalars]
+    history: list[dict[str, Any]]
+    rng: dict[str, list[Any]]
+    sha256: dict[str, str]  # tensor file name → hex digest
 
 
 @dataclass
@@ -61,11 +82,17 @@ def restore_rng(saved: dict[str, Any], torch_state: torch.Tensor) -> None:
 
 
 class CheckpointStore:
-    """Saves and loads round checkpoints under one folder, keeping the newest ``keep``."""
+    """Saves and loads round checkpoints under one folder, keeping the newest ``keep`` by round."""
 
     def __init__(self, folder: Path, keep: int = 1) -> None:
         self.folder = folder
         self.keep = keep
+        self.protected: str | None = None  # a round kept beside the newest ones (the round chosen on validation)
+
+    def protect(self, round: int) -> None:
+        """Keep round ``round``'s checkpoint when newer ones are saved; a round protected before is let go."""
+        self.protected = f"round-{round:05d}"
+        self._prune()
 
     def save(self, ckpt: Checkpoint) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
@@ -77,16 +104,17 @@ class CheckpointStore:
             for i, cid in enumerate(clients):
                 _save_tensors(staging / f"client-{i:05d}.safetensors", ckpt.clients[cid].tensors)
             save_file({"state": torch.get_rng_state()}, staging / "rng_torch.safetensors")
-            state = {
-                "round": ckpt.round,
-                "config_digest": ckpt.config_digest,
-                "server_scalars": dict(ckpt.server.scalars),
-                "clients": clients,
-                "client_scalars": [dict(ckpt.clients[c].scalars) for c in clients],
-                "history": ckpt.history,
-                "rng": capture_rng(),
-            }
-            (staging / "state.json").write_text(json.dumps(state))
+            state = CheckpointState(
+                round=ckpt.round,
+                config_digest=ckpt.config_digest,
+                server_scalars=dict(ckpt.server.scalars),
+                clients=clients,
+                client_scalars=[dict(ckpt.clients[c].scalars) for c in clients],
+                history=ckpt.history,
+                rng=capture_rng(),
+                sha256={p.name: file_sha256(p) for p in sorted(staging.glob("*.safetensors"))},
+            )
+            (staging / "state.json").write_text(json.dumps(state.model_dump()))  # NaN scalars stay NaN
             shutil.rmtree(self.folder / name, ignore_errors=True)
             staging.rename(self.folder / name)
         finally:
@@ -94,28 +122,93 @@ class CheckpointStore:
         pointer = self.folder / f".{LATEST}.tmp"
         pointer.write_text(name)
         pointer.replace(self.folder / LATEST)
-        for old in sorted(self.folder.glob("round-*"))[: -self.keep]:
-            shutil.rmtree(old, ignore_errors=True)
+        self._prune(ckpt.round)
 
-    def load(self, restore_random_state: bool = True) -> Checkpoint | None:
-        """The newest complete checkpoint, or None when there is none."""
+    def _prune(self, newest: int | None = None) -> None:
+        """Keep ``newest`` (default: the newest present), the ``keep - 1`` rounds before it and the
+        protected round; later rounds belong to no live run."""
+        rounds = sorted(int(m.group(1)) for p in self.folder.iterdir() if (m := NAME.fullmatch(p.name)))
+        if not rounds:
+            return
+        newest = rounds[-1] if newest is None else newest
+        earlier = [r for r in rounds if r < newest]
+        kept = {newest, *earlier[len(earlier) - (self.keep - 1) :]} if self.keep > 1 else {newest}
+        for r in rounds:
+            if r not in kept and f"round-{r:05d}" != self.protected:
+                shutil.rmtree(self.folder / f"round-{r:05d}", ignore_errors=True)
+
+    def newest(self) -> tuple[int, str] | None:
+        """(round, config digest) of the newest checkpoint without reading its tensors (None: no
+        checkpoint); `load` still checks every file."""
         pointer = self.folder / LATEST
         if not pointer.is_file():
             return None
-        folder = self.folder / pointer.read_text().strip()
         try:
-            state = json.loads((folder / "state.json").read_text())
-            server = Record(load_file(folder / "server.safetensors"), state["server_scalars"])
+            state = json.loads((self.folder / pointer.read_text().strip() / "state.json").read_text())
+            return int(state["round"]), str(state["config_digest"])
+        except (OSError, KeyError, TypeError, ValueError):
+            return None  # `load` names what is wrong
+
+    def load(self, restore_random_state: bool = True, round: int | None = None) -> Checkpoint | None:
+        """The newest complete checkpoint (or that of ``round``), or None when there is none; every file
+        is checked first."""
+        pointer = self.folder / LATEST
+        if round is not None:
+            folder = self.folder / f"round-{round:05d}"
+            if not folder.is_dir():
+                return None
+        elif not pointer.is_file():
+            return None
+        else:
+            name = pointer.read_text().strip()
+            if not NAME.fullmatch(name) or not (self.folder / name).is_dir():
+                raise FedloomError(
+                    f"{pointer} names {name!r}, not a checkpoint folder in {self.folder}; "
+                    "point it at an existing round-NNNNN folder there, or delete the checkpoints to restart the run"
+                )
+            folder = self.folder / name
+        try:
+            state = CheckpointState.model_validate(json.loads((folder / "state.json").read_text()))
+            _verify(folder, state)
+            server = Record(load_file(folder / "server.safetensors"), state.server_scalars)
             clients = {
-                cid: Record(load_file(folder / f"client-{i:05d}.safetensors"), state["client_scalars"][i])
-                for i, cid in enumerate(state["clients"])
+                cid: Record(load_file(folder / f"client-{i:05d}.safetensors"), state.client_scalars[i])
+                for i, cid in enumerate(state.clients)
             }
             torch_state = load_file(folder / "rng_torch.safetensors")["state"]
-        except (OSError, KeyError, ValueError, SafetensorError) as exc:
+            if restore_random_state:
+                restore_rng(state.rng, torch_state)
+        except ValidationError as exc:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+            raise FedloomError(f"checkpoint {folder / 'state.json'} is malformed ({problems}); "
+                               "delete the checkpoint to restart the run") from None  # fmt: skip
+        except (OSError, KeyError, IndexError, TypeError, ValueError, SafetensorError, RuntimeError) as exc:
             raise FedloomError(f"checkpoint {folder} is unreadable ({exc}); delete it to restart the run") from None
-        if restore_random_state:
-            restore_rng(state["rng"], torch_state)
-        return Checkpoint(state["round"], server, clients, state["history"], state["config_digest"])
+        return Checkpoint(state.round, server, clients, state.history, state.config_digest)
+
+
+def file_sha256(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _verify(folder: Path, state: CheckpointState) -> None:
+    """Every tensor file the checkpoint needs is listed in ``state.sha256`` and matches it."""
+    needed = [
+        "server.safetensors",
+        "rng_torch.safetensors",
+        *(f"client-{i:05d}.safetensors" for i in range(len(state.clients))),
+    ]
+    for file in needed:
+        expected = state.sha256.get(file)
+        if expected is None:
+            raise FedloomError(f"checkpoint {folder}: state.json has no sha256 for {file}; "
+                               "delete the checkpoint to restart the run")  # fmt: skip
+        if not (folder / file).is_file() or file_sha256(folder / file) != expected:
+            raise FedloomError(
+                f"checkpoint file {folder / file} is missing or does not match its sha256 in state.json "
+                "(corrupted or replaced); delete the checkpoint to restart the run"
+            )
 
 
 def _save_tensors(path: Path, tensors: dict[str, torch.Tensor] | Any) -> None:

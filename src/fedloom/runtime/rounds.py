@@ -11,47 +11,25 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import torch
-from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.algorithms.base import Algorithm, Record
+from fedloom.algorithms.participation import participation_rate, sample_size
 from fedloom.errors import ConfigError, UploadError
 from fedloom.metrics.federated import higher_is_better, macro_mean, weighted_mean, worst_quartile_mean
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
-from fedloom.runtime.communication import WIRE_DTYPES, bytes_by_group, transmit
+from fedloom.runtime.communication import bytes_by_group, transmit
+from fedloom.runtime.config import FederationConfig
 from fedloom.runtime.sampling import select_clients
-from fedloom.runtime.secure import SecureAggregationConfig, masked_bytes
+from fedloom.runtime.secure import masked_bytes
 from fedloom.runtime.validation import validate_upload
 
 EVAL_SPLITS = ("val", "test")
 Evaluation = dict[str, dict[str, dict[str, dict[str, float]]]]  # mode → split → client → metric → value
-
-
-class FederationConfig(BaseModel):
-    """How rounds run."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    fraction: float = Field(1.0, gt=0, le=1, description="fraction of clients sampled each round")
-    clients_per_round: int | None = Field(None, ge=1, description="sample this many clients (overrides fraction)")
-    min_clients: int = Field(1, ge=1, description="fewest accepted uploads for a round to aggregate")
-    eval_every: int = Field(1, ge=1, description="evaluate every N rounds (and always after the last)")
-    wire_dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="dtype of floating tensors on the wire")
-    max_update_norm: float | None = Field(None, gt=0, description="reject uploads whose update L2 norm exceeds this")
-    checkpoint_every: int = Field(1, ge=0, description="checkpoint every N rounds (0: never)")
-    round_timeout: float = Field(
-        3600.0, gt=0, description="Flower: seconds to wait for a round's replies; stragglers are left out"
-    )
-    secure_aggregation: SecureAggregationConfig = Field(default_factory=SecureAggregationConfig)
-
-    @property
-    def wire(self) -> torch.dtype:
-        """The dtype floating tensors travel (and are counted) in."""
-        return WIRE_DTYPES[self.wire_dtype]
 
 
 @dataclass
@@ -140,6 +118,18 @@ def summarize(per_mode: Evaluation, sizes: Mapping[str, Mapping[str, int]]) -> d
     return out
 
 
+def quorum_problem(cfg: FederationConfig, num_clients: int) -> str | None:
+    """Why ``min_clients`` can never be met with ``num_clients`` clients and this sampling, if it cannot."""
+    per_round = sample_size(participation_rate(cfg.fraction, cfg.clients_per_round, num_clients), num_clients)
+    if cfg.min_clients > num_clients:
+        return (f"federation.min_clients={cfg.min_clients}, but the partition has only {num_clients} clients: "
+                "no round could aggregate; lower min_clients")  # fmt: skip
+    if cfg.min_clients > per_round:
+        return (f"federation.min_clients={cfg.min_clients}, but each round samples {per_round} of {num_clients} "
+                "clients (federation.fraction / clients_per_round): no round could aggregate")  # fmt: skip
+    return None
+
+
 class Runtime:
     """Runs an algorithm's rounds over a client pool."""
 
@@ -163,6 +153,9 @@ class Runtime:
                 "federation.max_update_norm checks each upload, which secure aggregation hides; "
                 "bound the updates on the clients instead (privacy.clip)"
             )
+        problem = quorum_problem(cfg, len(pool.ids))
+        if problem:
+            raise ConfigError(problem)
         self.wire = cfg.wire
         self.progress = progress or SilentProgress()
 

@@ -11,29 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from fedloom.algorithms.aggregation import weighted_average
 from fedloom.algorithms.base import NUM_EXAMPLES, Record
 
 MASKED_ENTRY_BYTES = 4  # one masked entry modulo 2^32
-
-
-class SecureAggregationConfig(BaseModel):
-    """SecAgg+ settings; defaults are Flower's except the shares (every sampled client)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    enabled: bool = Field(False, description="aggregate with SecAgg+ (Flower) / its arithmetic (in process)")
-    num_shares: float = Field(1.0, gt=0, le=1, description="key shares per client, as a fraction of the sample")
-    reconstruction_threshold: float = Field(0.67, gt=0, le=1, description="shares needed, as a fraction")
-    clipping_range: float = Field(
-        8.0, gt=0, description="secure-form entries are clipped to ±this, then quantized (2·range/levels steps)"
-    )
-    quantization_range: int = Field(2**22, gt=0, description="quantization levels over the clipping range")
-    max_weight: float | None = Field(
-        None, gt=0, description="largest sample count a client may weigh in with (default: the largest train split)"
-    )
 
 
 def weighted_mean(uploads: Sequence[Record]) -> Record:

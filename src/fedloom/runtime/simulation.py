@@ -14,16 +14,9 @@ import torch
 from fedloom.algorithms.base import Algorithm, ClientUpdate, LocalContext, Record
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.communication import transmit
-from fedloom.runtime.rounds import (
-    EVAL_SPLITS,
-    ClientResult,
-    Evaluation,
-    FederationConfig,
-    Runtime,
-    SecureRound,
-    empty_evaluation,
-)
-from fedloom.runtime.secure import SecureAggregationConfig, clipped, weighted_mean
+from fedloom.runtime.config import FederationConfig, SecureAggregationConfig
+from fedloom.runtime.rounds import EVAL_SPLITS, ClientResult, Evaluation, Runtime, SecureRound, empty_evaluation
+from fedloom.runtime.secure import clipped, weighted_mean
 from fedloom.seeding import derive_seed, generator
 from fedloom.tasks.learner import Learner
 

@@ -22,10 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from fedloom.data.instructions import DEFAULT_NEW_TOKENS
 from fedloom.metrics.text import choice_accuracy_score, exact_match_score, label_accuracy_score, rouge_f1
 
 SENTIMENT = ("negative", "neutral", "positive")
-DEFAULT_NEW_TOKENS = {"gsm8k": 192, "arc_challenge": 4, "tweeteval": 4, "jfleg": 64, "coedit": 64}
 
 
 @dataclass(frozen=True)

@@ -90,10 +90,11 @@ class Learner:
         eval_targets: np.ndarray | None = None,
         eval_batch_size: int = 64,
         side_channel: SideChannel | None = None,
+        head_seed: int | None = None,
     ) -> None:
         """``eval_targets`` (default: ``targets``) are what metrics compare with, e.g. the raw return
         where training uses a normalized label (Qlib ranking); ``side_channel`` feeds covariates to
-        the head beside the pooled hidden state."""
+        the head beside the pooled hidden state; ``head_seed`` gives every client the same head init."""
         self.lm = lm
         self.features = features
         self.targets = torch.as_tensor(targets, dtype=torch.float32)
@@ -105,6 +106,7 @@ class Learner:
         self.task = task if task is not None else RegressionTask.fitted(targets[data.train])
         self.eval_batch_size = eval_batch_size
         self.side_channel = side_channel
+        self.head_seed = head_seed
 
     @property
     def client_id(self) -> str:
@@ -122,6 +124,9 @@ class Learner:
         return out
 
     def init_head(self, generator: torch.Generator) -> dict[str, Tensor]:
+        """A fresh private head from ``generator``, or from the shared ``head_seed`` stream when set."""
+        if self.head_seed is not None:
+            generator = torch.Generator().manual_seed(self.head_seed)
         if self.side_channel is None:
             return self.task.init_head(self.lm.hidden_size, generator)
         width = self.lm.hidden_size + self.side_channel.width

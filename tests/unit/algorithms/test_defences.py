@@ -8,10 +8,11 @@ import math
 import pytest
 import torch
 
+from fedloom.algorithms.config import RobustConfig
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.algorithms.privacy import epsilon, privatize
 from fedloom.algorithms.registry import build_algorithm
-from fedloom.algorithms.robust import RobustConfig, clip_update, robust_average, trimmed_mean
+from fedloom.algorithms.robust import clip_update, robust_average, trimmed_mean
 from fedloom.errors import ConfigError
 from fedloom.experiments.methods import method_context
 from tests.conftest import small_config
@@ -53,7 +54,7 @@ def workspace():
 
 
 def _one_round(workspace, algo):
-    from fedloom.runtime.rounds import FederationConfig
+    from fedloom.runtime.config import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
 
     return InProcessRuntime(algo, workspace.learners, FederationConfig(), seed=0).run(workspace.shared_init, 1)

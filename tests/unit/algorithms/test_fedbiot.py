@@ -8,7 +8,8 @@ import torch
 import torch.nn.functional as F
 
 from fedloom.algorithms.base import NUM_EXAMPLES, LocalContext, Record
-from fedloom.algorithms.fedbiot import ALIGN_LOSS, EMULATOR, FedBiOT, FedBiOTConfig
+from fedloom.algorithms.config import FedBiOTConfig
+from fedloom.algorithms.fedbiot import ALIGN_LOSS, EMULATOR, FedBiOT
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.backbone.emulator import Aligner, Emulator, distillation, gap_l2, kept_layers
 from fedloom.backbone.features import Ragged

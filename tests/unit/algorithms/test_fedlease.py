@@ -8,8 +8,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedloom.algorithms.base import NUM_EXAMPLES, LocalTrainingConfig, Record
-from fedloom.algorithms.fedlease import CLUSTER, CLUSTERS, ROUTER, STAGE, FedLEASE, FedLEASEConfig, expert_weights
+from fedloom.algorithms.base import NUM_EXAMPLES, Record
+from fedloom.algorithms.config import FedLEASEConfig, LocalTrainingConfig
+from fedloom.algorithms.fedlease import CLUSTER, CLUSTERS, ROUTER, STAGE, FedLEASE, expert_weights
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import lora_a_key, lora_b_key
 
@@ -69,7 +70,7 @@ def test_cluster_level_aggregation_by_hand():
 
 def test_warmup_then_clustered_rounds_on_the_tiny_model():
     from fedloom.experiments.workspace import prepare_workspace
-    from fedloom.runtime.rounds import FederationConfig
+    from fedloom.runtime.config import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import small_config
 

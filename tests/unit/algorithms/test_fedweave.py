@@ -9,8 +9,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedloom.algorithms.base import NUM_EXAMPLES, LocalTrainingConfig, Record
-from fedloom.algorithms.fedweave import FedWeave, FedWeaveConfig
+from fedloom.algorithms.base import NUM_EXAMPLES, Record
+from fedloom.algorithms.config import FedWeaveConfig, LocalTrainingConfig
+from fedloom.algorithms.fedweave import FedWeave
 from fedloom.algorithms.fedweave.algorithm import EXPERTS, STAGE, TRAIN
 from fedloom.algorithms.fedweave.alignment import align, signature_distances
 from fedloom.algorithms.fedweave.router import FC2_B, ROUTER
@@ -109,7 +110,7 @@ def test_top1_equals_running_only_the_chosen_expert(tiny_lm):
 
 def _multitask_run(permute_tasks: bool, **extra):
     from fedloom.experiments.workspace import prepare_workspace
-    from fedloom.runtime.rounds import FederationConfig
+    from fedloom.runtime.config import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import SHARED_DATA, small_config
 

@@ -86,7 +86,7 @@ def test_unknown_method():
 @pytest.mark.parametrize("name", sorted(METHODS))
 def test_two_rounds_end_to_end(name, workspace):
     """Every method runs two rounds on the tiny model through the runtime, with bytes recorded."""
-    from fedloom.runtime.rounds import FederationConfig
+    from fedloom.runtime.config import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
 
     algorithm = build_algorithm(

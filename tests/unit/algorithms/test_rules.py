@@ -15,16 +15,24 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedloom.algorithms.base import NUM_EXAMPLES, LocalContext, LocalTrainingConfig, Record
-from fedloom.algorithms.ditto import PERSONAL, Ditto, DittoConfig
+from fedloom.algorithms.base import NUM_EXAMPLES, LocalContext, Record
+from fedloom.algorithms.config import (
+    DittoConfig,
+    FedDPAConfig,
+    FedRepConfig,
+    LocalTrainingConfig,
+    RankConfig,
+    ScaffoldConfig,
+)
+from fedloom.algorithms.ditto import PERSONAL, Ditto
 from fedloom.algorithms.fedavg import MOMENTUM, FedAvg, Sharing
-from fedloom.algorithms.feddpa import INSTANCES, LOCAL_SLOT, FedDPA, FedDPAConfig
+from fedloom.algorithms.feddpa import INSTANCES, LOCAL_SLOT, FedDPA
 from fedloom.algorithms.fedex import fedex_aggregate
-from fedloom.algorithms.fedrep import FedRep, FedRepConfig
+from fedloom.algorithms.fedrep import FedRep
 from fedloom.algorithms.flexlora import FlexLoRA
-from fedloom.algorithms.flora import FLoRA, RankConfig
+from fedloom.algorithms.flora import FLoRA
 from fedloom.algorithms.lora_math import delta_weight, stack_loras, svd_factors
-from fedloom.algorithms.scaffold import CONTROL, Scaffold, ScaffoldConfig
+from fedloom.algorithms.scaffold import CONTROL, Scaffold
 from fedloom.backbone.lora import base_delta_key, lora_a_key, lora_b_key
 from fedloom.tasks.learner import FitResult
 
@@ -313,7 +321,8 @@ def test_feddpa_test_time_weight_is_scaled_mean_cosine():
 # FwdLLM (§2.10)
 def test_fwdllm_forward_gradient_is_unbiased_on_a_quadratic():
     """E[(∇L·v) v] = ∇L for v ~ N(0, I): the estimator's mean over many draws approaches the gradient."""
-    from fedloom.algorithms.fwdllm import FwdLLM, FwdLLMConfig
+    from fedloom.algorithms.config import FwdLLMConfig
+    from fedloom.algorithms.fwdllm import FwdLLM
 
     target = {"w": torch.tensor([1.0, -2.0, 0.5])}
 
@@ -339,7 +348,8 @@ def test_fwdllm_forward_gradient_is_unbiased_on_a_quadratic():
 
 
 def test_fwdllm_server_step_schedule_and_variance_revert():
-    from fedloom.algorithms.fwdllm import CACHE, CACHED_N, GRAD, FwdLLM, FwdLLMConfig
+    from fedloom.algorithms.config import FwdLLMConfig
+    from fedloom.algorithms.fwdllm import CACHE, CACHED_N, GRAD, FwdLLM
 
     algo = FwdLLM(LOCAL, FwdLLMConfig(server_lr=1.0, warmup_ratio=0.2, var_threshold=0.5), rounds=10)
     assert [round(algo.learning_rate(t), 3) for t in (1, 2, 3, 10)] == [0.5, 1.0, 1.0, 0.125]

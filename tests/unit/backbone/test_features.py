@@ -1,11 +1,15 @@
-"""The frozen-prefix and frozen-embedding caches are exact (fp32, with padding)."""
+"""The frozen-prefix and frozen-embedding caches are exact (fp32, with padding), and the embedding
+is computed only when read."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from fedloom.backbone.features import Ragged, cached_features, compute_features
+from fedloom.backbone import features as features_module
+from fedloom.backbone.features import Ragged, cached_features, compute_features, frozen_embedding
 from fedloom.backbone.lora import Binding
 
 TEXTS = [
@@ -51,18 +55,25 @@ def test_cached_prefix_matches_the_full_forward_with_padding(tiny_lm):
 
 def test_frozen_embedding_matches_an_adapter_free_forward(tiny_lm):
     tokens = _tokens(tiny_lm.backbone)
-    feats = compute_features(tiny_lm, tokens, with_embedding=True, batch_size=3)
+    feats = compute_features(tiny_lm, tokens, batch_size=3)
     ids, mask = tokens.pad(np.arange(len(TEXTS)), pad_value=0)
     assert (feats.embedding - tiny_lm.pooled(ids, mask, None)).abs().max().item() <= 1e-5
 
 
+def _entries(cache: Path) -> list[Path]:
+    """Cache entries, without their lock files (``.<entry>.lock``)."""
+    return [p for p in cache.iterdir() if not p.name.startswith(".")]
+
+
 def test_disk_cache_round_trip_is_exact_and_memory_mapped(tiny_lm, tmp_path):
     tokens = _tokens(tiny_lm.backbone)
-    first = cached_features(tiny_lm, tokens, tmp_path, with_embedding=True)
-    assert len(list(tmp_path.iterdir())) == 1
-    second = cached_features(tiny_lm, tokens, tmp_path, with_embedding=True)
+    first = cached_features(tiny_lm, tokens, tmp_path)
+    assert len(_entries(tmp_path)) == 1  # the prefix; the embedding is written when first read
+    assert first.embedding.shape == (len(TEXTS), tiny_lm.hidden_size)
+    assert len(_entries(tmp_path)) == 2
+    second = cached_features(tiny_lm, tokens, tmp_path)
     assert isinstance(second.prefix.values, np.memmap)
-    reference = compute_features(tiny_lm, tokens, with_embedding=True)
+    reference = compute_features(tiny_lm, tokens)
     np.testing.assert_array_equal(np.asarray(second.prefix.values), reference.prefix.values)
     torch.testing.assert_close(second.embedding, reference.embedding)
     assert np.array_equal(first.prefix.offsets, second.prefix.offsets)
@@ -73,11 +84,12 @@ def test_cache_key_changes_with_tokens(tiny_lm, tmp_path):
     cached_features(tiny_lm, tokens, tmp_path)
     other = Ragged.from_rows([tiny_lm.backbone.tokenizer("different")["input_ids"]], torch.int64)
     cached_features(tiny_lm, other, tmp_path)
-    assert len(list(tmp_path.iterdir())) == 2
+    assert len(_entries(tmp_path)) == 2
 
 
 def test_bfloat16_prefix_round_trips(tiny_backbone, tmp_path):
-    from fedloom.backbone import AdaptedLM, LoraSpec
+    from fedloom.backbone.lora import LoraSpec
+    from fedloom.backbone.model import AdaptedLM
 
     tiny_backbone.model.to(torch.bfloat16)
     lm = AdaptedLM(tiny_backbone, LoraSpec(layers=(3,)))
@@ -92,7 +104,7 @@ def test_heads_never_run_the_vocabulary_projection(tiny_lm):
     calls = []
     tiny_lm.model.lm_head.register_forward_hook(lambda *a: calls.append(1))
     tokens = _tokens(tiny_lm.backbone)
-    feats = compute_features(tiny_lm, tokens, with_embedding=True)
+    feats = compute_features(tiny_lm, tokens)
     prefix, mask = feats.prefix_batch(tiny_lm, [0, 1])
     tiny_lm.pooled_from_prefix(prefix, mask, Binding(_random_adapter(tiny_lm)))
     assert calls == []
@@ -113,3 +125,39 @@ def test_token_ids_are_cached_by_key(tmp_path):
     cached_ragged(tmp_path, "k2", compute)
     assert len(calls) == 2
     assert cached_ragged(None, "k1", compute) is not None and len(calls) == 3
+
+
+def _count_frozen_passes(monkeypatch, lm) -> list[str]:
+    """Record every frozen pass: ``prefix`` (layers below L0 over token ids), ``embedding`` (pooled)."""
+    calls: list[str] = []
+    prefix, embedding = lm.prefix, features_module.frozen_embedding
+    monkeypatch.setattr(lm, "prefix", lambda *a: calls.append("prefix") or prefix(*a))
+    monkeypatch.setattr(features_module, "frozen_embedding", lambda *a: calls.append("embedding") or embedding(*a))
+    return calls
+
+
+def test_the_embedding_is_computed_once_and_only_when_read(tiny_lm, monkeypatch):
+    tokens = _tokens(tiny_lm.backbone)
+    calls = _count_frozen_passes(monkeypatch, tiny_lm)
+    feats = compute_features(tiny_lm, tokens, batch_size=2)
+    assert calls == ["prefix"] * 3  # 5 rows in batches of 2; no embedding yet
+    first, second = feats.embedding, feats.embedding
+    assert calls.count("embedding") == 1 and first is second
+    assert "prefix" not in calls[3:]  # the embedding starts from the cached prefix states
+
+
+def test_no_frozen_pass_when_every_layer_is_adapted(tiny_backbone, monkeypatch):
+    from fedloom.backbone.lora import LoraSpec
+    from fedloom.backbone.model import AdaptedLM
+
+    lm = AdaptedLM(tiny_backbone, LoraSpec(rank=4, alpha=8, layers=None))
+    calls = _count_frozen_passes(monkeypatch, lm)
+    feats = compute_features(lm, _tokens(tiny_backbone))
+    assert feats.prefix is None and calls == []
+
+
+def test_the_embedding_from_cached_prefix_states_equals_the_one_from_token_ids(tiny_lm):
+    """Exactly: starting from the cached states changes no bit of what the full frozen pass gives."""
+    tokens = _tokens(tiny_lm.backbone)
+    feats = compute_features(tiny_lm, tokens, batch_size=2)
+    assert torch.equal(frozen_embedding(tiny_lm, tokens, feats.prefix, 2), frozen_embedding(tiny_lm, tokens, None, 2))

@@ -51,3 +51,10 @@ def test_unavailable_device_is_a_clear_error():
         pytest.skip("a CUDA device is present")
     with pytest.raises(ConfigError, match=r"model\.device .cuda. is not available here"):
         load_backbone("tiny-random-llama", device="cuda")
+
+
+def test_every_builtin_name_the_config_accepts_has_a_loader():
+    from fedloom.backbone import loading
+    from fedloom.backbone.names import BUILTIN_BACKBONES
+
+    assert set(loading._BUILTINS) == set(BUILTIN_BACKBONES)

@@ -8,7 +8,9 @@ import pytest
 import torch
 from peft import PeftModel
 
-from fedloom.backbone import AdaptedLM, Binding, LoraSpec, load_backbone
+from fedloom.backbone.loading import load_backbone
+from fedloom.backbone.lora import Binding, LoraSpec
+from fedloom.backbone.model import AdaptedLM
 from fedloom.backbone.peft_io import export_peft, import_peft
 from fedloom.errors import DataError
 

@@ -117,3 +117,12 @@ def test_bad_label_names_file_and_row(tmp_path):
     prices = pd.DataFrame({"ticker": ["X"], "date": ["2021-01-04"], **{c: [0.0] for c in GLT_FEATURES}, "label": [2]})
     with pytest.raises(DataError, match=r"p.csv: column 'label' must be -1, 0 or 1; row 0 has 2"):
         build_glt(prices, pd.DataFrame(columns=["ticker", "date", "text"]), None, GltConfig(), "x", source="p.csv")
+
+
+def test_dates_outside_the_split_name_the_span_and_the_keys(tmp_path):
+    dates = ["2021-01-04", "2021-01-05", "2021-01-06"]
+    prices = pd.DataFrame({"ticker": "X", "date": dates, **{c: [0.6] * 3 for c in GLT_FEATURES}, "label": [1, 1, -1]})
+    tweets = pd.DataFrame(columns=["ticker", "date", "text"])
+    with pytest.raises(DataError, match=r"p\.csv: its target days run 2021-01-04 to 2021-01-06, outside .*"
+                       r"\(2019-07-05 to 2020-07-02\); set data\.bigdata22\.split_dates\.train_start"):  # fmt: skip
+        build_glt(prices, tweets, None, GltConfig(), "x", source="p.csv")

@@ -8,8 +8,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fedloom.data import SampleTable, TextTable, client_views, partition_by_group, partition_table
-from fedloom.data.partition import dirichlet_partition, iid_partition, split_by_proportions
+from fedloom.data.partition import (
+    client_views,
+    dirichlet_partition,
+    iid_partition,
+    partition_by_group,
+    partition_table,
+    split_by_proportions,
+)
+from fedloom.data.schema import SampleTable, TextTable
 from fedloom.errors import DataError
 
 

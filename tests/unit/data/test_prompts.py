@@ -7,8 +7,15 @@ import pandas as pd
 import pytest
 
 from fedloom.backbone.loading import smollm2_tokenizer
-from fedloom.data import PromptConfig, SampleTable, TextTable, tokenize_instructions, tokenize_prompts
-from fedloom.data.prompts import chat_prompt, serialize_covariates, uses_numeric_side_channel
+from fedloom.data.prompts import (
+    PromptConfig,
+    chat_prompt,
+    serialize_covariates,
+    tokenize_instructions,
+    tokenize_prompts,
+    uses_numeric_side_channel,
+)
+from fedloom.data.schema import SampleTable, TextTable
 from fedloom.errors import DataError
 
 

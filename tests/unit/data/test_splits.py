@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from fedloom.data import SampleTable, table_splits
-from fedloom.data.splits import SplitDates, thin_dates, with_split_column
+from fedloom.data.schema import SampleTable
+from fedloom.data.splits import SplitDates, table_splits, thin_dates, with_split_column
 
 
 def _table(dates: list[str], split: list[str] | None = None) -> SampleTable:

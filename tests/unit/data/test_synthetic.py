@@ -9,12 +9,12 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from fedloom.data import SyntheticMarketConfig, chronological_split, make_synthetic_market
 from fedloom.data.config import DataConfig
 from fedloom.data.registry import load_dataset
 from fedloom.data.schema import SampleTable
+from fedloom.data.splits import chronological_split
 from fedloom.data.summary import describe
-from fedloom.data.synthetic import _MACRO, _RULES
+from fedloom.data.synthetic import _MACRO, _RULES, SyntheticMarketConfig, make_synthetic_market
 from fedloom.errors import DataError
 
 # sha256 of the default table as generated before planted rule groups existed

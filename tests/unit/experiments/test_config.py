@@ -78,3 +78,13 @@ def test_adapter_layers_spec():
     assert load_config(None, None, ["adapter.layers=all"]).adapter.spec(30).layers is None
     with pytest.raises(ConfigError, match=r"adapter\.layers=40: the backbone has 30 layers"):
         load_config(None, None, ["adapter.layers=40"]).adapter.spec(30)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [["train.lr=.inf"], ["privacy.clip=.inf"], ["privacy.clip=1", "noise_multiplier=.inf"], ["train.lr=inf"]],
+)
+def test_non_finite_numbers_are_refused_by_key(overrides):
+    key = overrides[-1].split("=")[0].replace("noise_multiplier", "privacy.noise_multiplier")
+    with pytest.raises(ConfigError, match=rf"{key}: must be a finite number"):
+        load_config(None, None, overrides)

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import json
 import random
 
 import numpy as np
 import pytest
 import torch
+from safetensors.torch import save_file
 
 from fedloom.algorithms.base import Record
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.errors import FedloomError
 from fedloom.experiments.workspace import prepare_workspace
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
-from fedloom.runtime.rounds import FederationConfig
+from fedloom.runtime.config import FederationConfig
 from fedloom.runtime.simulation import InProcessRuntime
 from tests.conftest import small_config
 
@@ -64,7 +66,68 @@ def test_unreadable_checkpoint_is_a_clear_error(tmp_path):
     store = CheckpointStore(tmp_path)
     store.save(_ckpt(1))
     (tmp_path / "round-00001" / "server.safetensors").write_bytes(b"garbage")
-    with pytest.raises(FedloomError, match="is unreadable"):
+    with pytest.raises(FedloomError, match=r"server\.safetensors is missing or does not match its sha256"):
+        store.load()
+
+
+def test_pruning_goes_by_round_number_and_never_removes_the_new_checkpoint(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save(_ckpt(3))  # a longer run left in the same folder
+    store.save(_ckpt(2))
+    assert store.load().round == 2
+    assert sorted(p.name for p in tmp_path.glob("round-*")) == ["round-00002"]
+    store.save(_ckpt(99999))
+    store.save(_ckpt(100000))  # sorts before round-99999 as text
+    assert store.load().round == 100000
+    assert sorted(p.name for p in tmp_path.glob("round-*")) == ["round-100000"]
+
+
+def test_keep_two_keeps_the_two_latest_rounds(tmp_path):
+    store = CheckpointStore(tmp_path, keep=2)
+    for rnd in (8, 9, 10):
+        store.save(_ckpt(rnd))
+    assert sorted(p.name for p in tmp_path.glob("round-*")) == ["round-00009", "round-00010"]
+
+
+@pytest.mark.parametrize("pointer", ["../../other/checkpoints/round-00001", "round-00007", "state.json"])
+def test_latest_must_name_a_checkpoint_inside_the_store(tmp_path, pointer):
+    other = tmp_path / "other" / "checkpoints"
+    CheckpointStore(other).save(_ckpt(1))
+    store = CheckpointStore(tmp_path / "run" / "checkpoints")
+    store.save(_ckpt(1))
+    (store.folder / "LATEST").write_text(pointer)
+    with pytest.raises(FedloomError, match="not a checkpoint folder in"):
+        store.load()
+
+
+def test_a_flipped_bit_is_named_by_file(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save(_ckpt(1))
+    path = tmp_path / "round-00001" / "client-00000.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 0x01  # inside the tensor data: the file still loads, with a different value
+    path.write_bytes(bytes(data))
+    with pytest.raises(FedloomError, match=r"client-00000\.safetensors is missing or does not match its sha256"):
+        store.load()
+
+
+def test_a_wrong_shaped_tensor_is_refused(tmp_path):
+    store = CheckpointStore(tmp_path)
+    store.save(_ckpt(1))
+    save_file({"w": torch.zeros(5)}, tmp_path / "round-00001" / "server.safetensors")
+    with pytest.raises(FedloomError, match=r"server\.safetensors is missing or does not match its sha256"):
+        store.load()
+
+
+@pytest.mark.parametrize("field", ["rng", "sha256", "clients"])
+def test_a_state_json_without_a_field_names_it(tmp_path, field):
+    store = CheckpointStore(tmp_path)
+    store.save(_ckpt(1))
+    path = tmp_path / "round-00001" / "state.json"
+    state = json.loads(path.read_text())
+    del state[field]
+    path.write_text(json.dumps(state))
+    with pytest.raises(FedloomError, match=rf"state.json is malformed \({field}: Field required"):
         store.load()
 
 

@@ -6,10 +6,9 @@ import random
 
 import numpy as np
 
-from fedloom.algorithms.base import LocalTrainingConfig
+from fedloom.algorithms.config import LocalTrainingConfig, PrivacyConfig
 from fedloom.algorithms.fedavg import DP_RATE, FedAvg
 from fedloom.algorithms.participation import participation_rate
-from fedloom.algorithms.privacy import PrivacyConfig
 from fedloom.runtime.sampling import sample_clients, select_clients
 from fedloom.seeding import derive_seed
 

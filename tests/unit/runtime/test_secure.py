@@ -14,8 +14,8 @@ from fedloom.algorithms.registry import build_algorithm
 from fedloom.errors import ConfigError
 from fedloom.experiments.methods import method_context
 from fedloom.experiments.workspace import prepare_workspace
-from fedloom.runtime.rounds import FederationConfig
-from fedloom.runtime.secure import SecureAggregationConfig, masked_bytes, weighted_mean
+from fedloom.runtime.config import FederationConfig, SecureAggregationConfig
+from fedloom.runtime.secure import masked_bytes, weighted_mean
 from fedloom.runtime.simulation import InProcessRuntime
 from tests.conftest import small_config
 

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from fedloom.algorithms.fedavg import FedAvg
+from fedloom.errors import ConfigError
 from fedloom.experiments.workspace import prepare_workspace
 from fedloom.runtime.communication import record_bytes
-from fedloom.runtime.rounds import FederationConfig
+from fedloom.runtime.config import FederationConfig
 from fedloom.runtime.simulation import InProcessRuntime
 from tests.conftest import small_config
 
@@ -159,3 +160,8 @@ def test_clients_per_round(workspace):
     cfg = FederationConfig(clients_per_round=2)
     rt = InProcessRuntime(FedAvg(small_config().train), workspace.learners, cfg, seed=0)
     assert all(len(rt.sample(r)) == 2 for r in range(1, 6))
+
+
+def test_min_clients_above_the_partition_is_refused_before_round_1(workspace):
+    with pytest.raises(ConfigError, match="min_clients=4, but the partition has only 3 clients"):
+        InProcessRuntime(FedAvg(small_config().train), workspace.learners, FederationConfig(min_clients=4), seed=0)

@@ -7,15 +7,10 @@ import pytest
 import torch
 
 from fedloom.backbone.features import compute_features
-from fedloom.data import (
-    PromptConfig,
-    SyntheticMarketConfig,
-    chronological_split,
-    client_views,
-    make_synthetic_market,
-    partition_by_group,
-    tokenize_prompts,
-)
+from fedloom.data.partition import client_views, partition_by_group
+from fedloom.data.prompts import PromptConfig, tokenize_prompts
+from fedloom.data.splits import chronological_split
+from fedloom.data.synthetic import SyntheticMarketConfig, make_synthetic_market
 from fedloom.errors import ConfigError
 from fedloom.tasks.learner import Learner, Optimization, ParamGroup
 

@@ -74,7 +74,7 @@ def test_side_channel_standardizes_on_train_rows_and_feeds_the_head():
 def test_text_plus_numeric_runs_with_covariates_only_in_the_head():
     from fedloom.algorithms.registry import build_algorithm
     from fedloom.experiments.workspace import prepare_workspace
-    from fedloom.runtime.rounds import FederationConfig
+    from fedloom.runtime.config import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import small_config
 

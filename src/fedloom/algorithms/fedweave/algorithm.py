@@ -23,11 +23,10 @@ method sees embeddings, rows and losses only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -38,15 +37,14 @@ from fedloom.algorithms.base import (
     ClientUpdate,
     Heatmap,
     LocalContext,
-    LocalTrainingConfig,
-    MethodConfig,
     Record,
     RunReport,
     UploadSpec,
 )
+from fedloom.algorithms.config import FedWeaveConfig, LocalTrainingConfig
 from fedloom.algorithms.fedweave.alignment import align, signature_distances, weighted_mean
 from fedloom.algorithms.fedweave.audit import alignment_quality, task_expert_routing
-from fedloom.algorithms.fedweave.discovery import Clusterer, discover_buckets
+from fedloom.algorithms.fedweave.discovery import discover_buckets
 from fedloom.algorithms.fedweave.router import ROUTER, init_router, route
 from fedloom.algorithms.fedweave.schedule import allocate_steps, interleave
 from fedloom.backbone.layout import TensorLayout
@@ -56,25 +54,6 @@ from fedloom.tasks.learner import HEAD_PREFIX, Learner, Mixture, Optimization, P
 
 STAGE, DISCOVER, TRAIN = "stage", "discover", "train"
 EXPERTS, BUCKETS, BUCKET = "experts", "buckets", "bucket"
-
-
-class FedWeaveConfig(MethodConfig):
-    """FedWeave: defaults from seed 002 §4 and specs/fedweave.md."""
-
-    # read only when a finished model is evaluated: `fedloom evaluate` may change them without training
-    evaluation_settings: ClassVar[tuple[str, ...]] = ("inference",)
-
-    max_buckets: int = Field(6, ge=1, description="C_max, the most local buckets per client")
-    silhouette_threshold: float = Field(0.1, description="C = 1 unless some C ≥ 2 beats this silhouette")
-    clusterer: Clusterer = Field("kmeans", description="local clusterer: kmeans, agglomerative, spectral")
-    warmup_steps: int = Field(5, ge=1, description="LoRA warmup steps per bucket (signatures)")
-    expert_counts: list[int] = Field([2, 3, 4, 5, 6], min_length=1, description="K_g, candidate expert counts")
-    router_hidden: int = Field(512, ge=1, description="hidden width of the 2-layer router")
-    router_lr: float = Field(5e-5, gt=0, description="router learning rate (experts use train.lr)")
-    granularity: Literal["prototype/client", "client/client", "prototype/prototype"] = Field(
-        "prototype/client", description="expert / router aggregation unit (ablations)"
-    )
-    inference: Literal["soft", "top1", "top2"] = Field("top1", description="mixture at evaluation")
 
 
 def slot(m: int) -> str:
@@ -193,7 +172,6 @@ class FedWeave(Algorithm):
     def _discover(self, download: Record, state: Record, ctx: LocalContext) -> ClientUpdate:
         """Stage 1: buckets from frozen embeddings, one warmup LoRA per bucket from the shared init."""
         learner, rows = ctx.learner, ctx.learner.data.train
-        assert learner.features.embedding is not None  # the workspace always computes the frozen embedding
         embeddings = learner.features.embedding[torch.as_tensor(rows)].numpy()
         seed = derive_seed(self.seed, "buckets", learner.client_id) % 2**31
         cfg = self.cfg
@@ -287,7 +265,6 @@ class FedWeave(Algorithm):
     # helpers
     def mixture(self, experts: int, top_k: int | None) -> Mixture:
         def weights(learner: Learner, params: Mapping[str, Tensor], rows: np.ndarray) -> Tensor:
-            assert learner.features.embedding is not None  # the workspace always computes the frozen embedding
             return route(params, learner.features.embedding[torch.as_tensor(rows)])
 
         return Mixture(tuple(slot(m) for m in range(experts)), weights=weights, top_k=top_k)

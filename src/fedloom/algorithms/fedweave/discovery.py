@@ -7,13 +7,11 @@ agglomerative and spectral clustering).
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 from sklearn.cluster import AgglomerativeClustering, KMeans, SpectralClustering
 from sklearn.metrics import silhouette_score
 
-Clusterer = Literal["kmeans", "agglomerative", "spectral"]
+from fedloom.algorithms.config import Clusterer
 
 
 def cluster(embeddings: np.ndarray, k: int, method: Clusterer, seed: int) -> np.ndarray:

@@ -57,11 +57,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any
 
 import numpy as np
 import torch
-from pydantic import Field
 from torch import Tensor
 
 from fedloom.algorithms.base import (
@@ -72,12 +71,11 @@ from fedloom.algorithms.base import (
     ClientUpdate,
     Heatmap,
     LocalContext,
-    LocalTrainingConfig,
-    MethodConfig,
     Record,
     RunReport,
     UploadSpec,
 )
+from fedloom.algorithms.config import LocalTrainingConfig, RPAConfig
 from fedloom.algorithms.lora_math import fresh_lora, module_shapes
 from fedloom.algorithms.rpa.decomposition import (
     aggregate_pieces,
@@ -85,7 +83,7 @@ from fedloom.algorithms.rpa.decomposition import (
     naive_pieces,
     refresh_accumulator,
 )
-from fedloom.algorithms.rpa.projection import ProjectionKind, fit_subspace, project
+from fedloom.algorithms.rpa.projection import fit_subspace, project
 from fedloom.algorithms.rpa.routing import (
     alignment_scores,
     collapsed,
@@ -106,50 +104,7 @@ from fedloom.tasks.learner import HEAD_PREFIX, Learner
 PROTOTYPES, ACCUMULATORS, SIGNATURES = "prototypes", "accumulators", "signatures"
 RESIDUAL, ROUTE, LAST_RESIDUAL, PIECES = "residual", "route", "last_residual", "pieces"
 PROJECTION, HISTORY = "projection", "projection_history"  # the learned projection's W and its data
-
-
-class RPAConfig(MethodConfig):
-    """Routed prototype adapters: defaults from seed 000 §4.1 and specs/rpa.md."""
-
-    # read only when a finished model is evaluated: `fedloom evaluate` may change them without training
-    evaluation_settings: ClassVar[tuple[str, ...]] = ("eval_residual",)
-
-    prototypes: int = Field(4, ge=1, description="M, the number of adapter prototypes")
-    projection_dim: int = Field(256, ge=1, description="q, the projected routing dimension")
-    projection: ProjectionKind = Field(
-        "rademacher",
-        description="public projection P: rademacher, gaussian, srht (fast structured), full, "
-        "learned (W·P, W fit by the server)",
-    )
-    learned_rank: int = Field(16, ge=1, description="rows of W for the learned projection")
-    learned_history: int = Field(32, ge=2, description="projected prototype updates the server fits W on")
-    route_step: float = Field(0.1, gt=0, description="η_π, the mirror-descent step")
-    server_lr: float = Field(1.0, gt=0, description="β, the server step on prototypes")
-    signature_momentum: float = Field(0.5, gt=0, le=1, description="λ of the EMA accumulators (eq. 9)")
-    calibration_batch: int = Field(16, ge=1, description="rows of the calibration batch")
-    route_update: Literal["mirror", "softmax", "fixed"] = Field("mirror", description="route rule (ablations)")
-    score_direction: Literal["descent", "gradient"] = Field(
-        "descent", description="score −g (the descent direction, default) or +g (eq. 13 read literally)"
-    )
-    decomposition: Literal["least_norm", "naive"] = Field("least_norm", description="residual → prototypes")
-    signature_refresh: bool = Field(True, description="refresh signatures from aggregated residuals")
-    local_residual: bool = Field(True, description="learn a residual (False: R ≡ 0, head only)")
-    eval_residual: Literal["keep", "drop"] = Field(
-        "drop", description="add the client's last residual at inference (keep) or not (drop)"
-    )
-    symmetric_init: bool = Field(False, description="identical prototypes and zero accumulators (ablation)")
-    # beyond seed 000 (see the module docstring): what routes are scored against, and on what scale
-    score: Literal["signature", "prototype", "loss"] = Field(
-        "signature",
-        description="signature (eq. 13, the seed), prototype (cos(−g, A_m − A_i): mirror descent on eq. 24) "
-        "or loss (−calibration loss of each prototype, IFCA-style)",
-    )
-    score_scale: Literal["cosine", "standardized"] = Field(
-        "cosine", description="scores as computed (the seed), or standardized across prototypes (unit spread)"
-    )
-    prototype_b_std: float = Field(
-        0.0, ge=0, description="std of the B factors of prototypes m > 0 at init (0: B = 0, the seed)"
-    )
+SCORES, SCORE_MEAN, SCORE_ROUNDS = "scores", "score_mean", "score_rounds"  # population-centred scores
 
 
 class RPA(Algorithm):
@@ -207,7 +162,10 @@ class RPA(Algorithm):
         projected = self._projected(accumulators)
         learned = self._fit(projected) if self.learned else {}
         signatures = self._signatures(projected, learned.get(PROJECTION))
-        return Record({PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned})
+        tensors = {PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned}
+        if self.cfg.centred:
+            return Record({**tensors, SCORE_MEAN: torch.zeros(self.cfg.prototypes)}, {SCORE_ROUNDS: 0})
+        return Record(tensors)
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
         sent = {PROTOTYPES: server.tensors[PROTOTYPES]}
@@ -215,18 +173,24 @@ class RPA(Algorithm):
             sent[SIGNATURES] = server.tensors[SIGNATURES]
             if self.learned:
                 sent[PROJECTION] = server.tensors[PROJECTION]
+        if self.cfg.centred:
+            sent[SCORE_MEAN] = server.tensors[SCORE_MEAN]
+            return {c: Record(sent, {SCORE_ROUNDS: server.scalars[SCORE_ROUNDS]}) for c in clients}
         return {c: Record(sent) for c in clients}
 
     def upload_spec(self, download: Record, client: str) -> UploadSpec:
         m, d = download.tensors[PROTOTYPES].shape
-        return UploadSpec(TensorLayout(((RESIDUAL, (d,)), (ROUTE, (m,)))))
+        scores = ((SCORES, (m,)),) if self.cfg.centred else ()
+        return UploadSpec(TensorLayout(((RESIDUAL, (d,)), (ROUTE, (m,)), *scores)))
 
     def aggregate(self, server: Record, uploads: Mapping[str, Record], round: int) -> Record:
         if not uploads:
             return server
         ups = list(uploads.values())
+        weights = [float(u.scalars[NUM_EXAMPLES]) for u in ups]
         pieces = [self._pieces(u) for u in ups]  # eq. 19 per client
-        return self._step(server, aggregate_pieces(pieces, [float(u.scalars[NUM_EXAMPLES]) for u in ups]))
+        scores = aggregate_pieces([u.tensors[SCORES] for u in ups], weights) if self.cfg.centred else None
+        return self._step(server, aggregate_pieces(pieces, weights), scores)
 
     # Secure aggregation (specs/rpa.md): the client decomposes its own residual and uploads the M
     # pieces (M·|R| instead of |R| + M), so the server learns only their sample-weighted mean (eq. 22)
@@ -237,17 +201,19 @@ class RPA(Algorithm):
 
     def secure_upload(self, upload: Record) -> Record:
         pieces = self.SECURE_SCALE * self._pieces(upload)
-        return Record({PIECES: pieces}, {NUM_EXAMPLES: upload.scalars[NUM_EXAMPLES]})
+        scores = {SCORES: upload.tensors[SCORES]} if self.cfg.centred else {}  # cosines: already in range
+        return Record({PIECES: pieces, **scores}, {NUM_EXAMPLES: upload.scalars[NUM_EXAMPLES]})
 
     def aggregate_mean(self, server: Record, mean: Record, round: int) -> Record:
-        return self._step(server, mean.tensors[PIECES] / self.SECURE_SCALE)
+        return self._step(server, mean.tensors[PIECES] / self.SECURE_SCALE, mean.tensors.get(SCORES))
 
     def _pieces(self, upload: Record) -> Tensor:
         split = least_norm_pieces if self.cfg.decomposition == "least_norm" else naive_pieces
         return split(upload.tensors[RESIDUAL], upload.tensors[ROUTE])
 
-    def _step(self, server: Record, mean: Tensor) -> Record:
-        """Prototype step and signature refresh from the aggregated pieces Δ̄ [M, d]."""
+    def _step(self, server: Record, mean: Tensor, scores: Tensor | None = None) -> Record:
+        """Prototype step and signature refresh from the aggregated pieces Δ̄ [M, d]; with centred
+        scores, the participants' sample-weighted mean score of each prototype replaces the old one."""
         prototypes = server.tensors[PROTOTYPES] + self.cfg.server_lr * mean  # eq. 23
         accumulators, signatures = server.tensors[ACCUMULATORS], server.tensors[SIGNATURES]
         learned = {k: server.tensors[k] for k in (HISTORY, PROJECTION) if k in server.tensors}
@@ -258,7 +224,11 @@ class RPA(Algorithm):
             accumulators = refresh_accumulator(accumulators, mean, self.cfg.signature_momentum)  # eq. 9
         if self.cfg.signature_refresh or self.learned:
             signatures = self._signatures(self._projected(accumulators), learned.get(PROJECTION))
-        return Record({PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned})
+        tensors = {PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned}
+        if self.cfg.centred:
+            assert scores is not None
+            return Record({**tensors, SCORE_MEAN: scores}, {SCORE_ROUNDS: int(server.scalars[SCORE_ROUNDS]) + 1})
+        return Record(tensors)
 
     def diagnostics(self, before: Record, uploads: Mapping[str, Record], after: Record) -> dict[str, Any]:
         """Per-round routing diagnostics of seed 000 §4.4 from the routes the server received."""
@@ -273,6 +243,7 @@ class RPA(Algorithm):
             "prototype_load": load.tolist(),
             "load_imbalance": float(load.max() - load.min()),
             "prototype_update_norm": update.tolist(),
+            "routes": {cid: u.tensors[ROUTE].tolist() for cid, u in uploads.items()},  # route heatmaps per round
         }
 
     def final_report(self, server: Record, clients: Mapping[str, Record], audit: Audit) -> RunReport:
@@ -310,18 +281,23 @@ class RPA(Algorithm):
         route = state.tensors[ROUTE]
 
         new_route, scores = route, torch.zeros_like(route)
+        raw = scores
         seconds = {"calibration_seconds": 0.0, "routing_seconds": 0.0}
         if self.cfg.route_update != "fixed" and self.cfg.prototypes > 1:
             # the calibration batch has its own stream, so every routing switch (fixed routes included)
             # trains on the same mini-batches and the switches compare paired
             draw = generator(self.seed, "rpa-calibration", ctx.round, learner.client_id)
             pick = torch.randperm(learner.num_train, generator=draw)[: self.cfg.calibration_batch].numpy()
-            scores = self._scores(download, route, head, learner, learner.data.train[pick], seconds)
+            raw = scores = self._scores(download, route, head, learner, learner.data.train[pick], seconds)
             started = time.perf_counter()
+            if self.cfg.centred:  # only the client's preference relative to the population moves its route
+                scores = scores - download.tensors[SCORE_MEAN].to(scores.dtype)
             if self.cfg.score_scale == "standardized":
                 scores = standardize(scores)
             step = self.cfg.route_step
             mirror = self.cfg.route_update == "mirror"
+            if self.cfg.centred and download.scalars[SCORE_ROUNDS] == 0:
+                scores = torch.zeros_like(scores)  # no population mean yet: this round's scores only build it
             new_route = mirror_descent(route, scores, step) if mirror else softmax_route(scores, step)
             seconds["routing_seconds"] += time.perf_counter() - started  # projection + scores + update
 
@@ -334,7 +310,10 @@ class RPA(Algorithm):
         residual = layout.flatten({k: fit.params[k] for k in layout.keys}) - base  # R = θ_E − Â
         new_head = {k: fit.params[k] for k in head}
         return ClientUpdate(
-            upload=Record({RESIDUAL: residual, ROUTE: new_route}, {NUM_EXAMPLES: learner.num_train}),
+            upload=Record(
+                {RESIDUAL: residual, ROUTE: new_route, **({SCORES: raw.float()} if self.cfg.centred else {})},
+                {NUM_EXAMPLES: learner.num_train},
+            ),
             state=Record({ROUTE: new_route, LAST_RESIDUAL: residual, **new_head}),
             metrics={
                 "train_loss": fit.loss,

@@ -13,15 +13,13 @@ projection). ``learned`` is ``W P`` with P Rademacher and W a low-rank map the s
 
 from __future__ import annotations
 
-from typing import Literal
-
 import numpy as np
 import torch
 from torch import Tensor
 
+from fedloom.algorithms.config import ProjectionKind
 from fedloom.seeding import derive_seed
 
-ProjectionKind = Literal["rademacher", "gaussian", "srht", "full", "learned"]
 BLOCK = 16384
 
 

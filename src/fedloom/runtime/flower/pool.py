@@ -7,6 +7,7 @@ come back. The nodes answer with `fedloom.runtime.flower.node.Node`.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -17,17 +18,13 @@ from flwr.serverapp import Grid
 
 from fedloom.algorithms.base import Record
 from fedloom.errors import ConfigError
+from fedloom.runtime.config import FederationConfig
 from fedloom.runtime.flower.node import DOWNLOAD, RUN, SERVER
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from fedloom.runtime.flower.secure import SECONDS, secure_round
-from fedloom.runtime.rounds import (
-    EVAL_SPLITS,
-    ClientResult,
-    Evaluation,
-    FederationConfig,
-    SecureRound,
-    empty_evaluation,
-)
+from fedloom.runtime.rounds import EVAL_SPLITS, ClientResult, Evaluation, SecureRound, empty_evaluation
+
+log = logging.getLogger("fedloom")
 
 
 class FlowerClients:
@@ -72,8 +69,8 @@ class FlowerClients:
             for n in new
         ]
         for reply in self.grid.send_and_receive(msgs, timeout=self.connect_timeout):  # a first load can be slow
-            if reply.has_error():
-                continue
+            if reply.has_error() or "client" not in reply.content.config_records:
+                continue  # asked again at the next round
             info = dict(reply.content.config_records["client"])
             self.nodes[str(info["client_id"])] = reply.metadata.src_node_id
             self.info[str(info["client_id"])] = info
@@ -117,9 +114,7 @@ class FlowerClients:
         replies, errors = self._exchange(MessageType.TRAIN, rnd, contents)
         for cid in contents:
             if cid in replies:
-                metrics = dict(replies[cid].metric_records["metrics"])
-                seconds = float(metrics.pop(SECONDS, 0.0))
-                out[cid] = ClientResult(from_recorddict(replies[cid], DOWNLOAD), metrics, seconds=seconds)
+                out[cid] = _train_result(replies[cid])
             else:
                 out[cid] = ClientResult(failure=errors.get(cid, f"no reply within {self.timeout:g} s"))
         return out
@@ -148,7 +143,22 @@ class FlowerClients:
         replies, _ = self._exchange(MessageType.EVALUATE, rnd, contents)
         out = empty_evaluation()
         for cid, content in replies.items():
-            for key, value in content.metric_records["metrics"].items():
-                mode, split, metric = key.split("/", 2)
-                out.setdefault(mode, {s: {} for s in EVAL_SPLITS})[split].setdefault(cid, {})[metric] = float(value)
+            try:
+                values = [(*key.split("/", 2), float(v)) for key, v in content.metric_records["metrics"].items()]
+                parsed = [(mode, split, metric, v) for mode, split, metric, v in values if split in EVAL_SPLITS]
+            except (KeyError, TypeError, ValueError) as exc:
+                log.warning("round %d: client %s sent a malformed evaluation (%s); left out", rnd, cid, exc)
+                continue
+            for mode, split, metric, value in parsed:
+                out.setdefault(mode, {s: {} for s in EVAL_SPLITS})[split].setdefault(cid, {})[metric] = value
         return out
+
+
+def _train_result(content: RecordDict) -> ClientResult:
+    """A TRAIN reply as the client's result; a missing or malformed record fails that client only."""
+    try:
+        metrics = {key: float(value) for key, value in content.metric_records["metrics"].items()}  # type: ignore[arg-type]
+        seconds = metrics.pop(SECONDS, 0.0)
+        return ClientResult(from_recorddict(content, DOWNLOAD), metrics, seconds=seconds)
+    except (KeyError, TypeError, ValueError) as exc:
+        return ClientResult(failure=f"malformed reply from the node: {type(exc).__name__} {exc}")

@@ -40,9 +40,9 @@ from flwr.server.workflow.constant import MAIN_CONFIGS_RECORD, MAIN_PARAMS_RECOR
 from flwr.serverapp import Grid
 
 from fedloom.algorithms.base import NUM_EXAMPLES, Record
+from fedloom.runtime.config import SecureAggregationConfig
 from fedloom.runtime.flower.relay import encode
 from fedloom.runtime.rounds import ClientResult, SecureRound
-from fedloom.runtime.secure import SecureAggregationConfig
 
 FITINS = "fitins.config"  # the legacy FitIns config record a SecAgg+ collect-stage message carries
 MESSAGE, KEYS, SECONDS = "fedloom.message", "fedloom.keys", "fedloom.seconds"

@@ -1,0 +1,231 @@
+"""Run a suite's jobs as `fedloom run` subprocesses, N at a time, each pinned to its share of the cores.
+
+A job whose run directory has summary.json is finished and skipped; one with a config.yaml there
+(started, interrupted) continues with ``fedloom run --resume``; a job that fails is recorded in
+``SUITE_DIR/suite.jsonl`` (its output in ``SUITE_DIR/logs/``) and the others go on. Ctrl-C stops
+the running jobs (their checkpoints stay) so the same command continues later. Job times measured
+here estimate what is left (``--dry-run``, the ETA).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Literal
+
+from fedloom.experiments.rundir import atomic_write
+from fedloom.experiments.suite_spec import JOB_FILE, Job, Suite
+
+Status = Literal["finished", "resume", "new"]
+EVENTS = "suite.jsonl"
+INTERRUPTED = (130, -signal.SIGINT, -signal.SIGTERM)  # a job stopped by Ctrl-C, not a failure
+STOP_GRACE = 60.0  # seconds a stopped job gets to exit before it is killed
+
+
+def job_status(job: Job, suite_dir: Path) -> Status:
+    folder = suite_dir / job.folder
+    if (folder / "summary.json").is_file():
+        return "finished"
+    return "resume" if (folder / "config.yaml").is_file() else "new"
+
+
+def job_command(job: Job, suite: Suite, suite_dir: Path, extra: Sequence[str] = ()) -> list[str]:
+    """``fedloom run`` for a job: ``--resume`` when its run directory holds a started run; ``extra``
+    arguments go to every job (e.g. ``--track mlflow``)."""
+    out = suite_dir / job.folder
+    cli = [sys.executable, "-m", "fedloom.cli", "run", *extra]
+    if job_status(job, suite_dir) == "resume":
+        return [*cli, "--resume", str(out)]
+    label = job.label
+    base = ["--config", str(suite.base)] if suite.base is not None else []
+    flags = ["--method", label.method, "--dataset", label.dataset, "--seed", str(label.seed), "--out", str(out)]
+    return [*cli, *base, *flags, *(arg for o in job.overrides for arg in ("--set", o))]
+
+
+def cpu_shares(cpus: Sequence[int], workers: int) -> list[list[int]]:
+    """Disjoint core sets, one per worker (round robin when workers outnumber cores): 4 cores, 2 → [[0, 1], [2, 3]]."""
+    if workers >= len(cpus):
+        return [[cpus[i % len(cpus)]] for i in range(workers)]
+    size = len(cpus) // workers
+    return [list(cpus[i * size : (i + 1) * size]) for i in range(workers)]
+
+
+def measured_seconds(suite_dir: Path) -> dict[str, float]:
+    """Wall seconds of every job finished here, by job folder (latest run)."""
+    path = suite_dir / EVENTS
+    if not path.is_file():
+        return {}
+    events = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return {e["job"]: e["seconds"] for e in events if e["status"] == "finished"}
+
+
+def estimate(job: Job, times: dict[str, float], jobs: Sequence[Job]) -> float | None:
+    """Expected seconds of a job: its own measured time, else the mean of measured jobs of the same
+    method and dataset, else of all measured jobs; None before any job was measured."""
+    if job.folder in times:
+        return times[job.folder]
+    same = [times[j.folder] for j in jobs if j.folder in times and
+            (j.label.method, j.label.dataset) == (job.label.method, job.label.dataset)]  # fmt: skip
+    pool = same or list(times.values())
+    return sum(pool) / len(pool) if pool else None
+
+
+@dataclass
+class Running:
+    job: Job
+    process: subprocess.Popen[bytes]
+    log: IO[bytes]
+    started: float
+    cpus: list[int]
+
+
+@dataclass
+class SuiteState:
+    """What the progress display shows; updated as jobs start and end."""
+
+    total: int
+    workers: int
+    finished: int = 0
+    skipped: int = 0
+    failed: list[str] = field(default_factory=list)
+    running: dict[str, float] = field(default_factory=dict)  # job folder → start time
+    pending: list[Job] = field(default_factory=list)
+    estimates: dict[str, float | None] = field(default_factory=dict)
+
+    @property
+    def done(self) -> int:
+        return self.finished + self.skipped
+
+    def eta(self, now: float) -> float | None:
+        """Seconds left: the estimated work left (pending jobs, running jobs' remainder) over the workers."""
+        left = [self.estimates.get(j.folder) for j in self.pending]
+        left += [max(0.0, (self.estimates.get(k) or 0.0) - (now - t0)) for k, t0 in self.running.items()]
+        if any(v is None for v in left):
+            return None
+        return sum(v for v in left if v is not None) / self.workers
+
+
+Event = Literal["started", "finished", "failed", "skipped", "interrupted"]
+
+
+class SuiteRunner:
+    """Runs a suite's unfinished jobs with ``workers`` subprocesses; ``on_event`` hears each job start
+    and end, ``on_tick`` the state about every ``poll`` seconds."""
+
+    def __init__(
+        self,
+        suite: Suite,
+        suite_dir: Path,
+        workers: int,
+        on_event: Callable[[Event, Job, SuiteState, str], None] | None = None,
+        on_tick: Callable[[SuiteState], None] | None = None,
+        poll: float = 0.5,
+        job_args: Sequence[str] = (),
+    ) -> None:
+        self.suite, self.suite_dir, self.workers, self.poll = suite, suite_dir, workers, poll
+        self.job_args = tuple(job_args)
+        self.on_event = on_event or (lambda *_: None)
+        self.on_tick = on_tick or (lambda _: None)
+        cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 1)
+        self.shares = cpu_shares(list(cpus), workers)
+
+    def run(self) -> SuiteState:
+        """Every job to the end (finished or failed); raises KeyboardInterrupt after stopping the jobs."""
+        jobs = self.suite.jobs
+        times = measured_seconds(self.suite_dir)
+        state = SuiteState(len(jobs), self.workers, estimates={j.folder: estimate(j, times, jobs) for j in jobs})
+        (self.suite_dir / "logs").mkdir(parents=True, exist_ok=True)
+        for job in jobs:
+            if job_status(job, self.suite_dir) == "finished":
+                state.skipped += 1
+                self.on_event("skipped", job, state, "")
+            else:
+                state.pending.append(job)
+        running: list[Running] = []
+        try:
+            while state.pending or running:
+                free = [s for s in self.shares if all(s is not r.cpus for r in running)]
+                while state.pending and free:
+                    running.append(self._start(state.pending.pop(0), free.pop(0), state))
+                for r in [r for r in running if r.process.poll() is not None]:
+                    running.remove(r)
+                    self._end(r, state)
+                self.on_tick(state)
+                time.sleep(self.poll)
+        except KeyboardInterrupt:
+            self._stop(running, state)
+            raise
+        return state
+
+    def _start(self, job: Job, cpus: list[int], state: SuiteState) -> Running:
+        folder = self.suite_dir / job.folder
+        folder.mkdir(parents=True, exist_ok=True)
+        atomic_write(folder / JOB_FILE, job.label.model_dump_json(indent=2))
+        command = job_command(job, self.suite, self.suite_dir, self.job_args)
+        threads = str(len(cpus))
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+        log = self.log_path(job).open("ab")
+        log.write(f"$ {' '.join(command)}\n".encode())
+        log.flush()
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        if hasattr(os, "sched_setaffinity"):  # Linux; set before the child starts a thread (threads inherit it)
+            os.sched_setaffinity(process.pid, cpus)
+        state.running[job.folder] = time.monotonic()
+        self.on_event("started", job, state, "")
+        return Running(job, process, log, time.monotonic(), cpus)
+
+    def _end(self, r: Running, state: SuiteState) -> None:
+        r.log.close()
+        seconds = time.monotonic() - r.started
+        state.running.pop(r.job.folder, None)
+        code = r.process.returncode
+        if code == 0:
+            state.finished += 1
+            self._record(r.job, "finished", seconds, code, "")
+            self.on_event("finished", r.job, state, f"{seconds:.0f} s")
+            return
+        if code in INTERRUPTED:
+            self._record(r.job, "interrupted", seconds, code, "")
+            self.on_event("interrupted", r.job, state, "")
+            return
+        error = self._error(r.job)
+        state.failed.append(r.job.folder)
+        self._record(r.job, "failed", seconds, code, error)
+        self.on_event("failed", r.job, state, error)
+
+    def _stop(self, running: list[Running], state: SuiteState) -> None:
+        """Ctrl-C: interrupt every running job (it exits between rounds' checkpoints), then wait."""
+        for r in running:
+            if r.process.poll() is None:
+                r.process.send_signal(signal.SIGINT)
+        deadline = time.monotonic() + STOP_GRACE
+        for r in running:
+            try:
+                r.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                r.process.kill()
+                r.process.wait()
+            r.log.close()
+            state.running.pop(r.job.folder, None)
+            self._record(r.job, "interrupted", time.monotonic() - r.started, r.process.returncode, "")
+
+    def log_path(self, job: Job) -> Path:
+        return self.suite_dir / "logs" / f"{job.folder.replace('/', '__')}.log"
+
+    def _error(self, job: Job) -> str:
+        """The last non-empty line of a failed job's output (its one-line error, or a traceback's end)."""
+        lines = [ln for ln in self.log_path(job).read_text(errors="replace").splitlines() if ln.strip()]
+        return lines[-1].strip() if lines else "no output"
+
+    def _record(self, job: Job, status: str, seconds: float, code: int | None, error: str) -> None:
+        event = {"job": job.folder, "row": job.label.row, "status": status, "seconds": round(seconds, 1),
+                 "returncode": code, "error": error, "log": str(self.log_path(job)), "time": time.time()}  # fmt: skip
+        with (self.suite_dir / EVENTS).open("a") as f:
+            f.write(json.dumps(event) + "\n")

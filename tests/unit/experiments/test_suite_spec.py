@@ -1,0 +1,104 @@
+"""Suite files: the grid expands into jobs with resolved configs, bad suites fail at once with the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedloom.errors import ConfigError
+from fedloom.experiments.suite import SuiteState, cpu_shares, estimate, job_command
+from fedloom.experiments.suite_spec import load_suite
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "base.yaml").write_text("backbone: tiny-random-llama\nrounds: 3\n")
+    path = tmp_path / "suite.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_the_grid_expands_into_jobs_with_resolved_configs(tmp_path: Path):
+    path = write(tmp_path, """
+name: grid
+base: base.yaml
+set: [train.steps=2]
+methods: [fedavg, rpa]
+seeds: [0, 1]
+switches: {default: {}, m1: {methods.rpa.prototypes: 1}}
+""")  # fmt: skip
+    suite = load_suite(path)
+    assert len(suite.jobs) == 2 * 2 + 2  # fedavg under m1 is fedavg under default: run once
+    assert [j.label.row for j in suite.jobs if j.label.method == "fedavg"] == ["fedavg/default"] * 2
+    job = next(j for j in suite.jobs if j.label.method == "rpa" and j.label.switches == "m1" and j.label.seed == 1)
+    assert job.folder == "synthetic/rpa/m1/seed1" and job.label.row == "rpa/m1"
+    assert job.config.methods.rpa.prototypes == 1 and job.config.rounds == 3 and job.config.train.steps == 2
+    assert job.config.seed == 1 and job.config.backbone == "tiny-random-llama"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("name: x\nmethods: [fedavg]\nworkers: 2\n", "workers: no such suite key"),
+        ("name: x\nmethods: []\n", "methods: List should have at least 1 item"),
+        ("name: x\nmethods: [fedavg]\nrow: '{model}'\n", "unknown field(s) ['model']"),
+        ("name: x\nmethods: [fedsgd]\n", "job synthetic/fedsgd/default/seed0: invalid config: method: unknown method"),
+        ("name: x\nmethods: [rpa]\nswitches: {a: {methods.rpa.protos: 1}}\n", "config key 'methods.rpa.protos'"),
+        ("name: x\nmethods: [fedavg, local]\nrow: x\n", "row template 'x' names two jobs 'x'"),
+    ],
+)
+def test_a_bad_suite_names_the_problem(tmp_path: Path, body: str, message: str):
+    with pytest.raises(ConfigError) as info:
+        load_suite(write(tmp_path, body))
+    assert message in str(info.value)
+
+
+def test_cores_are_shared_out_disjointly():
+    assert cpu_shares([0, 1, 2, 3], 2) == [[0, 1], [2, 3]]
+    assert cpu_shares([0, 1, 2], 2) == [[0], [1]]
+    assert cpu_shares([0, 1], 3) == [[0], [1], [0]]
+
+
+def test_estimates_come_from_measured_jobs_of_the_same_method(tmp_path: Path):
+    path = write(tmp_path, "name: e\nmethods: [fedavg, local]\nseeds: [0, 1]\n")
+    jobs = load_suite(path).jobs
+    times = {"synthetic/fedavg/default/seed0": 100.0, "synthetic/local/default/seed0": 10.0}
+    assert estimate(jobs[1], times, jobs) == 100.0  # fedavg seed 1: like fedavg seed 0
+    assert estimate(jobs[3], times, jobs) == 10.0
+    assert estimate(jobs[0], {}, jobs) is None
+    state = SuiteState(total=4, workers=2, pending=[jobs[1], jobs[3]], estimates={j.folder: 50.0 for j in jobs})
+    state.running[jobs[0].folder] = 0.0
+    assert state.eta(now=20.0) == pytest.approx((50 + 50 + 30) / 2)
+
+
+def test_every_job_command_carries_the_suite_wide_arguments_also_on_resume(tmp_path: Path):
+    suite = load_suite(write(tmp_path, "name: t\nbase: base.yaml\nmethods: [fedavg]\n"))
+    job, out = suite.jobs[0], tmp_path / "out"
+    fresh = job_command(job, suite, out, ("--track", "mlflow"))
+    assert fresh[fresh.index("run") + 1 : fresh.index("run") + 3] == ["--track", "mlflow"] and "--resume" not in fresh
+    (out / job.folder).mkdir(parents=True)
+    (out / job.folder / "config.yaml").write_text("")  # a started run
+    resumed = job_command(job, suite, out, ("--track", "mlflow"))
+    assert resumed[-4:] == ["--track", "mlflow", "--resume", str(out / job.folder)]
+
+
+def test_per_method_overrides_reach_only_that_methods_jobs(tmp_path: Path):
+    path = write(tmp_path, """
+name: ranks
+methods: [fedweave, fedit]
+per_method: {fedit: [adapter.rank=32]}
+""")  # fmt: skip
+    ranks = {j.label.method: j.config.adapter.rank for j in load_suite(path).jobs}
+    assert ranks == {"fedweave": 8, "fedit": 32}
+    path.write_text("name: ranks\nmethods: [fedit]\nper_method: {fedavg: [adapter.rank=32]}\n")
+    with pytest.raises(ConfigError, match=r"per_method names \['fedavg'\], which are not in methods"):
+        load_suite(path)
+
+
+def test_every_shipped_suite_resolves_every_job():
+    suites = sorted((Path(__file__).parents[3] / "configs" / "suites").glob("*.yaml"))
+    assert len(suites) >= 10
+    for path in suites:
+        suite = load_suite(path)
+        assert suite.jobs, path
+        assert suite.config.name == path.stem  # the default output folder is named after the file

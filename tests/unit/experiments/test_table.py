@@ -1,0 +1,126 @@
+"""`fedloom table` on hand-made run directories: aggregation over seeds, best cells by direction, the
+bootstrap marker, communication per client-round, and well-formed Markdown / CSV / LaTeX."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedloom.errors import ConfigError
+from fedloom.experiments.table import Column, build_tables, find_runs, lookup
+from fedloom.experiments.table_render import to_csv, to_latex, to_markdown
+
+DATES = pd.bdate_range("2024-01-01", periods=20)  # four trading weeks
+
+
+def write_run(
+    folder: Path, seed: int, ic: float, mse: float, daily_ic: np.ndarray | None = None, clients: int = 2
+) -> Path:
+    """A run directory with what a table reads: summary.json, metrics.jsonl, daily.csv."""
+    folder.mkdir(parents=True)
+    metrics = {"personal/test/ic/macro": ic, "personal/test/mse/weighted": mse, "personal/test/mse/macro": mse}
+    summary = {
+        "method": "fedavg", "dataset": "synthetic", "primary_metric": "ic", "seed": seed, "rounds": 2,
+        "metrics": metrics, "final_metrics": metrics, "per_client": {f"c{i}": {} for i in range(clients)},
+        "communication": {"download_bytes": 8000, "upload_bytes": 4000}, "wall_seconds": 10.0,
+    }  # fmt: skip
+    (folder / "summary.json").write_text(json.dumps(summary))
+    rounds = [{"round": 1, "download_bytes": {"c0": 4000}}, {"round": 2, "download_bytes": {"c1": 4000}}]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    if daily_ic is not None:
+        pd.DataFrame({"ic": daily_ic}, index=pd.Index(DATES, name="date")).to_csv(folder / "daily.csv")
+    return folder
+
+
+def noise(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0, 0.05, len(DATES))
+
+
+def test_rows_are_mean_and_std_over_seeds_with_the_best_cell_by_direction(tmp_path: Path):
+    # Prepare: row "a" has the higher IC (better), row "b" the lower MSE (better)
+    write_run(tmp_path / "seed0" / "a", 0, ic=0.1, mse=0.004)
+    write_run(tmp_path / "seed1" / "a", 1, ic=0.3, mse=0.006)
+    write_run(tmp_path / "seed0" / "b", 0, ic=0.0, mse=0.001)
+    write_run(tmp_path / "seed1" / "b", 1, ic=0.0, mse=0.003)
+
+    # Execute
+    (table,) = build_tables(find_runs([tmp_path]))
+
+    # Assert
+    rows = {r.name: r for r in table.rows}
+    assert rows["a"].seeds == (0, 1)
+    assert rows["a"].cells["IC"].mean == pytest.approx(0.2) and rows["a"].cells["IC"].std == pytest.approx(0.1)
+    assert rows["b"].cells["MSE"].mean == pytest.approx(0.002)
+    assert table.best["IC"] == {"a"} and table.best["MSE"] == {"b"}
+    markdown = to_markdown([table])
+    assert "| a | 0,1 | **0.200 ± 0.100** |" in markdown
+    assert "| b | 0,1 | 0.000 ± 0.000 | **0.0020 ± 0.0010** |" in markdown
+
+
+def test_communication_is_per_participating_client_round(tmp_path: Path):
+    # 8000 bytes down over 2 participations (one client in each of 2 rounds), not over 2 rounds x 2 clients
+    write_run(tmp_path / "run", 0, ic=0.1, mse=0.1)
+    (table,) = build_tables(find_runs([tmp_path / "run"]))
+    assert table.rows[0].cells["KB down"].mean == pytest.approx(4.0)
+    assert table.rows[0].cells["KB up"].mean == pytest.approx(2.0)
+
+
+def test_the_bootstrap_marks_a_clearly_better_row_and_not_an_identical_one(tmp_path: Path):
+    base = [noise(s) for s in (0, 1)]
+    for s in (0, 1):
+        write_run(tmp_path / f"seed{s}" / "ref", s, 0.0, 0.1, base[s])
+        write_run(tmp_path / f"seed{s}" / "better", s, 0.1, 0.1, base[s] + 0.1 + noise(10 + s) / 5)
+        write_run(tmp_path / f"seed{s}" / "same", s, 0.0, 0.1, base[s])
+
+    (table,) = build_tables(find_runs([tmp_path]), reference="ref")
+
+    rows = {r.name: r for r in table.rows}
+    assert table.rows[0].name == "ref" and rows["ref"].comparison is None
+    better, same = rows["better"].comparison, rows["same"].comparison
+    assert better is not None and same is not None
+    assert better.mean_difference == pytest.approx(0.1, abs=0.02) and better.p_value < 0.05 and better.ci_low > 0
+    assert same.mean_difference == 0 and same.p_value == 1
+    lines = {line.split(" | ")[0].removeprefix("| "): line for line in to_markdown([table]).splitlines()}
+    assert lines["better"].endswith(" * |") and not lines["same"].endswith(" * |")
+
+
+def test_an_unknown_reference_row_names_the_rows(tmp_path: Path):
+    write_run(tmp_path / "fedavg", 0, 0.1, 0.1)
+    with pytest.raises(ConfigError, match=r"--reference 'rpa' is not a row; rows: fedavg"):
+        build_tables(find_runs([tmp_path]), reference="rpa")
+
+
+def test_lookup_follows_a_path_and_averages_over_a_star():
+    record = {"last_round": {"train": {"c0": {"rho": 0.1}, "c1": {"rho": 0.3}}}, "flag": True}
+    assert lookup(record, ("last_round", "train", "*", "rho")) == pytest.approx(0.2)
+    assert math.isnan(lookup(record, ("last_round", "missing"))) and math.isnan(lookup(record, ("flag",)))
+
+
+def test_markdown_csv_and_latex_are_well_formed(tmp_path: Path):
+    for s in (0, 1):
+        write_run(tmp_path / f"seed{s}" / "ref_row", s, 0.1 * s, 0.01, noise(s))
+        write_run(tmp_path / f"seed{s}" / "other", s, 0.2, 0.02, noise(s) + 0.05)
+    extra = Column("clients", ("derived", "download_kb"))
+    tables = build_tables(find_runs([tmp_path]), reference="ref_row")
+    tables_extra = build_tables(find_runs([tmp_path]), [extra], reference="ref_row")
+
+    markdown = [line for line in to_markdown(tables).splitlines() if line.startswith("|")]
+    assert len(markdown) == 4 and len({line.count("|") for line in markdown}) == 1
+
+    frame = pd.read_csv(io.StringIO(to_csv(tables)))
+    assert list(frame["row"]) == ["ref_row", "other"]
+    assert frame.loc[1, "IC"] == pytest.approx(0.2) and frame.loc[0, "IC std"] == pytest.approx(0.05)
+    assert frame.loc[1, "p_value"] < 0.05 and math.isnan(frame.loc[0, "p_value"])
+
+    latex = to_latex(tables)
+    assert latex.count("{") == latex.count("}") and "ref\\_row" in latex and "$\\pm$" in latex
+    body = latex.split("\\midrule\n")[1].split("\\bottomrule")[0].strip().splitlines()
+    columns = 2 + len(tables[0].columns) + 1
+    assert len(body) == 2 and all(line.count(" & ") == columns - 1 for line in body)
+    assert "clients" in to_markdown(tables_extra)

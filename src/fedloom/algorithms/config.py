@@ -51,13 +51,23 @@ class PrivacyConfig(BaseModel):
 
 
 class RobustConfig(BaseModel):
-    """How a FedAvg-family server combines uploads."""
+    """How a FedAvg-family server combines uploads (trust model: ``fedloom.algorithms.robust``)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    rule: Literal["mean", "trimmed_mean", "norm_bound"] = Field("mean", description="aggregation rule")
+    rule: Literal["mean", "trimmed_mean", "median", "norm_bound", "krum", "multi_krum"] = Field(
+        "mean", description="aggregation rule (mean: FedAvg, trusts every claimed sample count)"
+    )
     trim_fraction: float = Field(0.2, ge=0, lt=0.5, description="trimmed mean: fraction β cut at each end")
-    norm_bound: float = Field(1.0, gt=0, description="norm bounding: largest L2 norm M of a client update")
+    norm_bound: float | None = Field(
+        None, gt=0, description="norm bounding: fixed L2 bound M of a client update (None: norm_multiple × median)"
+    )
+    norm_multiple: float = Field(1.0, gt=0, description="norm bounding: M = this × the round's median update norm")
+    byzantine: int = Field(1, ge=0, description="krum / multi_krum: attackers f tolerated per round")
+    krum_keep: int | None = Field(None, ge=1, description="multi_krum: updates averaged m (None: n − f)")
+    weight_cap: float = Field(
+        2.0, ge=1, description="robust rules: a client's weight is at most this × the round's median sample count"
+    )
 
 
 class FedProxConfig(MethodConfig):

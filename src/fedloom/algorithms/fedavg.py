@@ -30,9 +30,10 @@ from torch import Tensor
 
 from fedloom.algorithms.base import NUM_EXAMPLES, Algorithm, ClientModel, ClientUpdate, LocalContext, Record
 from fedloom.algorithms.config import LocalTrainingConfig, PrivacyConfig, RobustConfig
-from fedloom.algorithms.participation import participation_rate
+from fedloom.algorithms.participation import participation_rate, sample_size
 from fedloom.algorithms.privacy import epsilon, privatize
-from fedloom.algorithms.robust import robust_average
+from fedloom.algorithms.robust import robust_average, robust_problem, robust_report
+from fedloom.errors import ConfigError
 from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 MOMENTUM = "momentum."
@@ -106,6 +107,9 @@ class FedAvg(Algorithm):
         shared, _ = self._split(shared_init)
         momentum = {MOMENTUM + k: torch.zeros_like(v) for k, v in shared.items()} if self.server_momentum else {}
         rate = participation_rate(*self.participation, len(clients))
+        problem = robust_problem(self.robust, sample_size(rate, len(clients)))
+        if problem:
+            raise ConfigError(problem)
         return Record({**shared, **momentum}, {DP_ROUNDS: 0, DP_RATE: rate} if self.privacy.clip else {})
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
@@ -134,12 +138,15 @@ class FedAvg(Algorithm):
         return Record(out, scalars)
 
     def diagnostics(self, before: Record, uploads: Mapping[str, Record], after: Record) -> dict[str, Any]:
-        """With DP on: the client-level ε spent so far, at the configured δ."""
-        if not self.privacy.clip:
-            return {}
-        p = self.privacy
-        eps = epsilon(p.noise_multiplier, float(after.scalars[DP_RATE]), int(after.scalars[DP_ROUNDS]), p.delta)
-        return {"dp_epsilon": eps, "dp_delta": p.delta}
+        """What the robust rule did this round; with DP on, the client-level ε spent so far at the configured δ."""
+        ups = list(uploads.values())
+        weights = [float(u.scalars[NUM_EXAMPLES]) for u in ups]
+        out: dict[str, Any] = robust_report(before.tensors, [u.tensors for u in ups], weights, self.robust)
+        if self.privacy.clip:
+            p = self.privacy
+            eps = epsilon(p.noise_multiplier, float(after.scalars[DP_RATE]), int(after.scalars[DP_ROUNDS]), p.delta)
+            out.update(dp_epsilon=eps, dp_delta=p.delta)
+        return out
 
     # client half
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:

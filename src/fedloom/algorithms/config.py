@@ -184,6 +184,11 @@ class RPAConfig(MethodConfig):
     prototype_b_std: float = Field(
         0.0, ge=0, description="std of the B factors of prototypes m > 0 at init (0: B = 0, the seed)"
     )
+    warm_start: Literal["none", "residuals"] = Field(
+        "none",
+        description="none (the seed), or residuals: the first aggregating round clusters the clients' projected "
+        "residual sketches P·R and sets each prototype to its cluster's model",
+    )
     score_centring: Literal["none", "population"] = Field(
         "none",
         description="none (the seed), or subtract the population's mean score of each prototype (the last "

@@ -35,6 +35,9 @@ regime is the one the prompt partly shows: its market volatility lifts ``vol20``
 (trial news, data breach, discovery) and macro news keep today's effects in every group.
 ``rule_strength`` s in [0, 1] blends the rules, ``1 + s · (rule − 1)``: s = 0 puts group labels on
 today's market (a labelled IID control: today's table plus ``rule_group``), s = 1 the full conflict.
+``sector_effects=False`` removes every sector difference (sensitivity 1, no sector-only events, macro
+news at its default impact everywhere, growth-style momentum), so that the planted groups are the only
+structure across clients; with ``rule_strength=0`` the clients are then identically distributed.
 The ``rule_group`` column (only when ``rule_groups`` > 1) is for audits: never a covariate, never in
 the text.
 
@@ -230,6 +233,11 @@ class SyntheticMarketConfig(BaseModel):
     rule_strength: float = Field(
         1.0, ge=0, le=1, description="blend of the planted rules: 0 = group 0's rules everywhere, 1 = full conflict"
     )
+    sector_effects: bool = Field(
+        True,
+        description="False: every sector reacts alike (sensitivity 1, no sector-only events, macro news moves "
+        "every sector by its default impact, one momentum kind), so planted groups are the only structure",
+    )
 
     @model_validator(mode="after")
     def _groups_fit_sectors(self) -> SyntheticMarketConfig:
@@ -246,7 +254,7 @@ def make_synthetic_market(cfg: SyntheticMarketConfig) -> SampleTable:
     n, total = len(stocks), WARMUP_DAYS + cfg.days + 1
     sector_of = np.array([s for s, _ in stocks])
     beta = rng.uniform(0.7, 1.3, size=n)
-    sens = np.array([_SENSITIVITY[s] for s in sector_of])
+    sens = np.array([_SENSITIVITY[s] if cfg.sector_effects else 1.0 for s in sector_of])
     group_of = {s: k % cfg.rule_groups for k, s in enumerate(sectors)}
     rule_group = np.array([group_of[s] for s in sector_of])
 
@@ -259,13 +267,15 @@ def make_synthetic_market(cfg: SyntheticMarketConfig) -> SampleTable:
         vol20 = returns[max(0, t - 19) : t + 1].std(0) if t > 0 else np.zeros(n)
         volume_z = rng.normal(size=n)
         macro = rng.choice(list(_MACRO)) if rng.random() < cfg.macro_probability else None
-        events, texts, impact = _company_news(rng, stocks, cfg.news_probability)
+        events, texts, impact = _company_news(rng, stocks, cfg.news_probability, cfg.sector_effects)
         impact = impact * _rules(events, rule_group, regime[t], cfg.rule_strength)
         signal = sens * impact * rng.uniform(0.5, 1.5, size=n) * (1 + 0.3 * np.tanh(volume_z))
         if macro is not None:
             per_sector, default, _ = _MACRO[macro]
-            signal = signal + np.array([per_sector.get(s, default) for s in sector_of])
-        kind = np.array(["growth" if s in _GROWTH else "defensive" for s in sector_of])
+            signal = signal + np.array(
+                [per_sector.get(s, default) if cfg.sector_effects else default for s in sector_of]
+            )
+        kind = np.array(["growth" if s in _GROWTH or not cfg.sector_effects else "defensive" for s in sector_of])
         gamma = np.array([_MOMENTUM[k][regime[t]] for k in kind])
         mu, sigma = _MARKET[regime[t + 1]]
         market = rng.normal(mu, sigma)
@@ -320,7 +330,7 @@ def _rule(event: str, group: int, regime: str) -> float:
 
 
 def _company_news(
-    rng: np.random.Generator, stocks: list[tuple[str, int]], probability: float
+    rng: np.random.Generator, stocks: list[tuple[str, int]], probability: float, sector_events: bool = True
 ) -> tuple[list[str], list[str], np.ndarray]:
     events, texts, impact = [], [], np.zeros(len(stocks))
     for i, (sector, j) in enumerate(stocks):
@@ -329,7 +339,7 @@ def _company_news(
             events.append("none")
             texts.append(f"No news for {company}.")
             continue
-        menu = {**_COMPANY, **_SECTOR_COMPANY.get(sector, {})}
+        menu = {**_COMPANY, **(_SECTOR_COMPANY.get(sector, {}) if sector_events else {})}
         event = str(rng.choice(list(menu)))
         value, templates = menu[event]
         events.append(event)

@@ -46,6 +46,11 @@ class FederationConfig(BaseModel):
         3600.0, gt=0, description="Flower: seconds to wait for a round's replies; stragglers are left out"
     )
     secure_aggregation: SecureAggregationConfig = Field(default_factory=SecureAggregationConfig)
+    identities: dict[str, str] = Field(
+        default_factory=dict,
+        description="Flower: client id → its owner's OpenSSH public key (or .pub path); nodes must sign their "
+        "claim with the matching private key (node config identity-key). Empty: node claims are trusted",
+    )
 
     @property
     def wire(self) -> torch.dtype:

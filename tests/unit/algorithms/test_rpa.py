@@ -10,10 +10,19 @@ import torch
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from fedloom.algorithms.base import NUM_EXAMPLES, LocalContext
+from fedloom.algorithms.base import NUM_EXAMPLES, LocalContext, Record
 from fedloom.algorithms.config import LocalTrainingConfig, RPAConfig
 from fedloom.algorithms.rpa import RPA
-from fedloom.algorithms.rpa.algorithm import PROTOTYPES, ROUTE, SCORE_MEAN, SCORE_ROUNDS, SCORES, SIGNATURES, route_mix
+from fedloom.algorithms.rpa.algorithm import (
+    PROTOTYPES,
+    ROUTE,
+    SCORE_MEAN,
+    SCORE_ROUNDS,
+    SCORES,
+    SIGNATURES,
+    WARMED,
+    route_mix,
+)
 from fedloom.algorithms.rpa.decomposition import amplification, least_norm_pieces, naive_pieces
 from fedloom.algorithms.rpa.projection import BLOCK, fit_subspace, fwht, materialize, project
 from fedloom.algorithms.rpa.routing import (
@@ -24,6 +33,7 @@ from fedloom.algorithms.rpa.routing import (
     route_entropy,
     standardize,
 )
+from fedloom.algorithms.rpa.warm_start import cluster_prototypes, sketch_clusters
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import lora_a_key, lora_b_key
 from fedloom.runtime.communication import record_bytes, transmit
@@ -426,6 +436,57 @@ def test_the_seeds_signature_routing_stays_near_uniform_in_the_noisy_regime(seed
     assert paper["budget"][9] < 0.5 * paper["budget"][0]
 
 
+# beyond seed 000: prototypes warm-started from clustered residual sketches
+def test_cluster_prototypes_are_the_weighted_cluster_means_repeated_mod_k():
+    trained = torch.tensor([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0]])
+    protos = cluster_prototypes(trained, [1.0, 3.0, 5.0], np.array([0, 0, 1]), m=3)
+    torch.testing.assert_close(protos, torch.tensor([[2.5, 0.0], [0.0, 2.0], [2.5, 0.0]]))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_sketch_clusters_find_two_groups_under_a_common_direction_100x_their_difference(seed):
+    g = torch.Generator().manual_seed(seed)
+    common, apart = 100 * torch.randn(32, generator=g), torch.randn(2, 32, generator=g)
+    sketches = torch.stack([common + apart[i % 2] + 0.1 * torch.randn(32, generator=g) for i in range(8)])
+    labels = sketch_clusters(sketches, [10.0] * 8, max_k=4, seed=seed)
+    assert len(set(labels[0::2])) == 1 and len(set(labels[1::2])) == 1 and labels[0] != labels[1]
+
+
+def test_the_warm_start_runs_once_and_refuses_secure_aggregation():
+    algo = RPA(LocalTrainingConfig(), RPAConfig(projection_dim=8, prototypes=2, warm_start="residuals"), 0, LAYOUT)
+    assert not algo.summable
+    server = algo.init_server(SHARED, ["a", "b", "c"])
+    assert server.scalars[WARMED] == 0
+    base = LAYOUT.flatten(SHARED)
+    g = torch.Generator().manual_seed(0)
+    uploads = {c: Record({"residual": torch.randn(base.shape, generator=g), ROUTE: torch.full((2,), 0.5)},
+                         {NUM_EXAMPLES: 10}) for c in "abc"}  # fmt: skip
+    warmed = algo.aggregate(server, uploads, 1)
+    assert warmed.scalars[WARMED] == 1
+    trained = torch.stack([route_mix(u.tensors[ROUTE], server.tensors[PROTOTYPES]) + u.tensors["residual"]
+                           for u in uploads.values()])  # fmt: skip
+    clusters = algo.diagnostics(server, uploads, warmed)["warm_start_clusters"]
+    for m, proto in enumerate(warmed.tensors[PROTOTYPES]):  # each prototype is its cluster's mean model
+        members = [i for i, c in enumerate(uploads) if clusters[c] == m % (max(clusters.values()) + 1)]
+        torch.testing.assert_close(proto, trained[members].mean(0))
+    later = algo.aggregate(warmed, uploads, 2)  # from then on the seed's prototype step (eq. 23)
+    pieces = torch.stack([least_norm_pieces(u.tensors["residual"], u.tensors[ROUTE]) for u in uploads.values()])
+    torch.testing.assert_close(later.tensors[PROTOTYPES], warmed.tensors[PROTOTYPES] + pieces.mean(0))
+    assert "warm_start_clusters" not in algo.diagnostics(warmed, uploads, later)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_warm_start_routes_noisy_planted_groups_within_five_rounds(seed):
+    """After five rounds in the noisy regime the warm start has separated the groups and less than halved
+    the personalized loss of fixed routes, where the cold-started prototype scores lag behind it."""
+    fixed = run_noisy(seed, rounds=5, route_update="fixed")
+    cold = run_noisy(seed, rounds=5, **IMPROVED)
+    warm = run_noisy(seed, rounds=5, **IMPROVED, warm_start="residuals")
+    assert warm["apart"]
+    assert warm["loss"] < 0.5 * fixed["loss"]
+    assert warm["loss"] < cold["loss"]
+
+
 # eq. 28: bytes from the payloads
 def test_communication_matches_eq_28():
     m, q = 4, 256
@@ -492,3 +553,11 @@ def test_every_ablation_runs_two_rounds_on_the_tiny_model(name, tiny_workspace):
     assert np.isfinite(history[-1].summary["personal/test/mse/macro"])
     d = ws.lm.layout.slot().numel
     assert all(n == d * 2 + cfg.prototypes * 2 + 8 for n in history[-1].upload_bytes.values())
+
+
+def test_the_dominant_prototype_ignores_float_noise_between_duplicates():
+    """Duplicate prototypes carry identical route mass up to float noise; purity must not split a group on it."""
+    from fedloom.algorithms.rpa.algorithm import dominant_prototype
+
+    assert dominant_prototype([0.0033, 0.49665355, 0.0033, 0.49665358]) == 1
+    assert dominant_prototype([0.1, 0.2, 0.7]) == 2

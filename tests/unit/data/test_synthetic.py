@@ -70,6 +70,17 @@ def test_text_to_return_map_differs_by_sector():
     assert _MACRO["rate_hike"][0]["financials"] > 0 > _MACRO["rate_hike"][0]["technology"]
 
 
+def test_without_sector_effects_sectors_react_alike():
+    """``sector_effects=False``: no sector-only events, and a rate hike moves financials and technology alike."""
+    cfg = SyntheticMarketConfig(days=400, macro_probability=0.5, seed=3, sector_effects=False)
+    t = make_synthetic_market(cfg).frame
+    assert not t["event"].isin(["trial_success", "trial_failure", "data_breach", "discovery"]).any()
+    hike = t[t["macro"] == "rate_hike"]
+    fin = hike[hike["group"] == "financials"]["target"].mean()
+    tech = hike[hike["group"] == "technology"]["target"].mean()
+    assert abs(fin - tech) < 0.004  # 1.8 % apart with sector effects (the test above)
+
+
 def test_news_is_predictive_within_a_sector():
     t = make_synthetic_market(SyntheticMarketConfig(days=300)).frame
     good = t[t["event"].isin(["earnings_beat", "guidance_raise"])]["target"].mean()

@@ -42,7 +42,9 @@ scores s_m = cos(−g, A_m − A_i): a normalized mirror-descent step on the rou
 whose inputs never decay and which needs no signature download (eq. 28 without M·q·b);
 ``score="loss"`` scores each prototype by its own calibration loss (IFCA-style, M forward passes);
 ``score_scale="standardized"`` gives the scores unit spread across prototypes so η_π sets the
-log-odds step directly; ``prototype_b_std > 0`` makes the prototypes different functions from round 0.
+log-odds step directly; ``prototype_b_std > 0`` makes the prototypes different functions from round 0;
+``warm_start="residuals"`` sets them, in the first aggregating round, to the mean trained adapters of a
+clustering of the clients' residual sketches P·R (`warm_start.py`; individual residuals, so not summable).
 
 Learned projection (``projection="learned"``; specs/rpa.md allows a learned low-rank map instead of
 a trainable q×d one). Routing happens in ``W P``: P is the public Rademacher projection and W
@@ -95,6 +97,7 @@ from fedloom.algorithms.rpa.routing import (
     softmax_route,
     standardize,
 )
+from fedloom.algorithms.rpa.warm_start import cluster_prototypes, sketch_clusters
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import lora_a_key, lora_b_key
 from fedloom.metrics.clustering import purity_score
@@ -103,6 +106,7 @@ from fedloom.tasks.learner import HEAD_PREFIX, Learner
 
 PROTOTYPES, ACCUMULATORS, SIGNATURES = "prototypes", "accumulators", "signatures"
 RESIDUAL, ROUTE, LAST_RESIDUAL, PIECES = "residual", "route", "last_residual", "pieces"
+WARMED = "warmed"  # 1 once the warm start has set the prototypes (``warm_start="residuals"``)
 PROJECTION, HISTORY = "projection", "projection_history"  # the learned projection's W and its data
 SCORES, SCORE_MEAN, SCORE_ROUNDS = "scores", "score_mean", "score_rounds"  # population-centred scores
 
@@ -116,6 +120,7 @@ class RPA(Algorithm):
         self.cfg = cfg
         self.seed = seed
         self.layout = layout
+        self.summable = cfg.warm_start == "none"  # the warm start clusters individual residuals
 
     def _project(self, flat: Tensor) -> Tensor:
         return project(flat, derive_seed(self.seed, "rpa-projection"), self.cfg.projection_dim, self.cfg.projection)
@@ -163,9 +168,11 @@ class RPA(Algorithm):
         learned = self._fit(projected) if self.learned else {}
         signatures = self._signatures(projected, learned.get(PROJECTION))
         tensors = {PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned}
+        scalars = {WARMED: 0} if self.warm else {}
         if self.cfg.centred:
-            return Record({**tensors, SCORE_MEAN: torch.zeros(self.cfg.prototypes)}, {SCORE_ROUNDS: 0})
-        return Record(tensors)
+            tensors[SCORE_MEAN] = torch.zeros(self.cfg.prototypes)
+            scalars[SCORE_ROUNDS] = 0
+        return Record(tensors, scalars)
 
     def configure(self, server: Record, clients: Sequence[str], round: int) -> dict[str, Record]:
         sent = {PROTOTYPES: server.tensors[PROTOTYPES]}
@@ -188,15 +195,38 @@ class RPA(Algorithm):
             return server
         ups = list(uploads.values())
         weights = [float(u.scalars[NUM_EXAMPLES]) for u in ups]
-        pieces = [self._pieces(u) for u in ups]  # eq. 19 per client
         scores = aggregate_pieces([u.tensors[SCORES] for u in ups], weights) if self.cfg.centred else None
+        if self.warm and not server.scalars[WARMED]:  # beyond seed 000: prototypes from clustered residuals
+            return self._warm_start(server, ups, weights, scores)
+        pieces = [self._pieces(u) for u in ups]  # eq. 19 per client
         return self._step(server, aggregate_pieces(pieces, weights), scores)
+
+    @property
+    def warm(self) -> bool:
+        return self.cfg.warm_start == "residuals"
+
+    def _warm_clusters(self, uploads: Sequence[Record], weights: Sequence[float]) -> np.ndarray:
+        sketches = self._projected(torch.stack([u.tensors[RESIDUAL] for u in uploads]))
+        return sketch_clusters(
+            sketches, weights, self.cfg.prototypes, derive_seed(self.seed, "rpa-warm-start") % 2**32
+        )
+
+    def _warm_start(
+        self, server: Record, uploads: Sequence[Record], weights: Sequence[float], scores: Tensor | None
+    ) -> Record:
+        """Every prototype becomes its cluster's mean trained adapter Â_i + R_i; the step, as Δ̄, refreshes
+        the signatures as any other round's would."""
+        prototypes = server.tensors[PROTOTYPES]
+        trained = torch.stack([route_mix(u.tensors[ROUTE], prototypes) + u.tensors[RESIDUAL] for u in uploads])
+        labels = self._warm_clusters(uploads, weights)
+        target = cluster_prototypes(trained, weights, labels, self.cfg.prototypes)
+        stepped = self._step(server, (target - prototypes) / self.cfg.server_lr, scores)
+        return Record(stepped.tensors, {**stepped.scalars, WARMED: 1})
 
     # Secure aggregation (specs/rpa.md): the client decomposes its own residual and uploads the M
     # pieces (M·|R| instead of |R| + M), so the server learns only their sample-weighted mean (eq. 22)
     # — and no route. Pieces are small (a few local steps' worth), so they travel scaled by a public
     # constant that puts them in the quantizer's range (±8 by default covers pieces up to ±0.25).
-    summable = True
     SECURE_SCALE = 32.0
 
     def secure_upload(self, upload: Record) -> Record:
@@ -225,10 +255,12 @@ class RPA(Algorithm):
         if self.cfg.signature_refresh or self.learned:
             signatures = self._signatures(self._projected(accumulators), learned.get(PROJECTION))
         tensors = {PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned}
+        scalars = dict(server.scalars)
         if self.cfg.centred:
             assert scores is not None
-            return Record({**tensors, SCORE_MEAN: scores}, {SCORE_ROUNDS: int(server.scalars[SCORE_ROUNDS]) + 1})
-        return Record(tensors)
+            tensors[SCORE_MEAN] = scores
+            scalars[SCORE_ROUNDS] = int(server.scalars[SCORE_ROUNDS]) + 1
+        return Record(tensors, scalars)
 
     def diagnostics(self, before: Record, uploads: Mapping[str, Record], after: Record) -> dict[str, Any]:
         """Per-round routing diagnostics of seed 000 §4.4 from the routes the server received."""
@@ -237,7 +269,13 @@ class RPA(Algorithm):
         routes = torch.stack([u.tensors[ROUTE] for u in uploads.values()])
         load = routes.mean(0)
         update = (after.tensors[PROTOTYPES] - before.tensors[PROTOTYPES]).norm(dim=1)
+        warm = {}
+        if self.warm and after.scalars[WARMED] and not before.scalars[WARMED]:  # the warm start's clusters
+            ups = list(uploads.values())
+            labels = self._warm_clusters(ups, [float(u.scalars[NUM_EXAMPLES]) for u in ups])
+            warm = {"warm_start_clusters": dict(zip(uploads, labels.tolist(), strict=True))}
         return {
+            **warm,
             "route_entropy": float(np.mean([route_entropy(r) for r in routes])),
             "collapse_rate": float(np.mean([collapsed(r) for r in routes])),
             "prototype_load": load.tolist(),
@@ -251,7 +289,7 @@ class RPA(Algorithm):
         the route heatmap (rows sorted by dominant prototype) and, where the data has hidden client
         labels, the purity of the clients' dominant prototypes against them."""
         routes = {c: s.tensors[ROUTE].tolist() for c, s in clients.items()}
-        order = sorted(routes, key=lambda c: (int(np.argmax(routes[c])), -max(routes[c]), c))
+        order = sorted(routes, key=lambda c: (dominant_prototype(routes[c]), -max(routes[c]), c))
         groups = audit.client_groups
         labels = [f"{c} ({groups[c]})" if groups.get(c, c) != c else c for c in order]
         heatmap = Heatmap([routes[c] for c in order], labels, "P", "prototype", "route weight π",
@@ -260,7 +298,7 @@ class RPA(Algorithm):
         files = {"routes": routes, "group": dict(groups), "prototype_norms": norms}
         summary = {}
         if audit.client_labels:  # hidden client structure (planted groups): do the routes find it?
-            dominant = np.array([int(np.argmax(routes[c])) for c in routes])
+            dominant = np.array([dominant_prototype(routes[c]) for c in routes])
             purity = {name: purity_score(dominant, np.array([truth[c] for c in routes]))
                       for name, truth in audit.client_labels.items()}  # fmt: skip
             files |= {"labels": {k: dict(v) for k, v in audit.client_labels.items()}, "purity": purity}
@@ -362,6 +400,13 @@ class RPA(Algorithm):
             flat = flat + state.tensors[LAST_RESIDUAL]
         head = {k: v for k, v in state.tensors.items() if k.startswith(HEAD_PREFIX)}
         return ClientModel({**self.layout.unflatten(flat), **head})
+
+
+def dominant_prototype(route: Sequence[float], tolerance: float = 1e-6) -> int:
+    """The prototype with the most route mass, the lowest index among near-ties: duplicate prototypes
+    (identical models get identical mass) differ only by float noise, which must not split a group."""
+    weights = np.asarray(route)
+    return int(np.flatnonzero(weights >= weights.max() - tolerance)[0])
 
 
 def route_mix(route: Tensor, prototypes: Tensor) -> Tensor:

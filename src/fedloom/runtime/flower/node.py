@@ -9,7 +9,8 @@ run's configuration that every message carries.
 Node config keys: ``partition-id`` (which client of the configured partition this node is; Flower's
 simulation sets it) or ``client-id``; optional ``data-dir`` (the owner's datasets folder, applied
 by the source), ``state-dir`` (where private state is kept; default ``$FEDLOOM_CACHE/node-state``)
-and ``worker`` (the node worker's socket).
+``worker`` (the node worker's socket) and ``identity-key`` (the owner's private key: the node signs
+the server's QUERY nonce with it, `fedloom.runtime.flower.identity`).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from safetensors.torch import load_file, save_file
 from fedloom.algorithms.base import Algorithm, ClientUpdate, Record
 from fedloom.backbone.loading import cache_root
 from fedloom.errors import ConfigError
+from fedloom.runtime.flower.identity import claim, sign
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from fedloom.runtime.flower.relay import decode
 from fedloom.runtime.flower.secure import FITINS, MESSAGE, SECONDS, secure_fitres
@@ -38,6 +40,7 @@ from fedloom.seeding import generator
 from fedloom.tasks.learner import Learner
 
 RUN = "run"  # ConfigRecord of every message: round, the run's configuration (YAML) and its key
+IDENTITY = "identity"  # ConfigRecord of a QUERY: the nonce a node signs to prove which client it is
 DOWNLOAD, SERVER = "download", "server"
 TRAIN_SPLITS = ("train", *EVAL_SPLITS)  # split sizes a node reports (train: SecAgg+'s largest weight)
 NodeConfig = Mapping[str, Any]  # a SuperNode's --node-config
@@ -139,6 +142,10 @@ class Node:
             "synthetic": fed.synthetic,
             **{f"size/{s}": len(learner.data.split(s)) for s in TRAIN_SPLITS},
         }
+        if "identity-key" in node and IDENTITY in content.config_records:  # prove the claim with the owner's key
+            nonce = str(content.config_records[IDENTITY]["nonce"])
+            run_key = str(content.config_records[RUN]["run_key"])
+            info["signature"] = sign(str(node["identity-key"]), claim(run_key, cid, nonce))
         return RecordDict({"client": ConfigRecord(info)})
 
     def train(self, content: RecordDict, node: NodeConfig) -> RecordDict:

@@ -19,7 +19,8 @@ from flwr.serverapp import Grid
 from fedloom.algorithms.base import Record
 from fedloom.errors import ConfigError
 from fedloom.runtime.config import FederationConfig
-from fedloom.runtime.flower.node import DOWNLOAD, RUN, SERVER
+from fedloom.runtime.flower.identity import claim, new_nonce, public_key, verify
+from fedloom.runtime.flower.node import DOWNLOAD, IDENTITY, RUN, SERVER
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from fedloom.runtime.flower.secure import SECONDS, secure_round
 from fedloom.runtime.rounds import EVAL_SPLITS, ClientResult, Evaluation, SecureRound, empty_evaluation
@@ -45,6 +46,7 @@ class FlowerClients:
         self.timeout, self.connect_timeout = federation.round_timeout, connect_timeout
         self.nodes: dict[str, int] = {}
         self.info: dict[str, dict[str, Any]] = {}
+        self.keys = {cid: public_key(spec, cid) for cid, spec in federation.identities.items()}
         deadline = time.monotonic() + connect_timeout
         while len(list(grid.get_node_ids())) < num_nodes:
             if time.monotonic() > deadline:
@@ -59,21 +61,37 @@ class FlowerClients:
         return ConfigRecord({"round": rnd, "config": self.config, "run_key": self.run_key})
 
     def refresh(self) -> None:
-        """Ask every node not yet known which client it is."""
+        """Ask every node not yet known which client it is (with ``federation.identities``, a claim
+        counts only if the node signed this query's nonce with that client's key)."""
         known = set(self.nodes.values())
         new = [n for n in self.grid.get_node_ids() if n not in known]
         if not new:
             return
+        nonces = {n: new_nonce() for n in new}
         msgs = [
-            Message(content=RecordDict({RUN: self.run_record(0)}), dst_node_id=n, message_type=MessageType.QUERY)
+            Message(content=RecordDict({RUN: self.run_record(0), IDENTITY: ConfigRecord({"nonce": nonces[n]})}),
+                    dst_node_id=n, message_type=MessageType.QUERY)
             for n in new
-        ]
+        ]  # fmt: skip
         for reply in self.grid.send_and_receive(msgs, timeout=self.connect_timeout):  # a first load can be slow
             if reply.has_error() or "client" not in reply.content.config_records:
                 continue  # asked again at the next round
             info = dict(reply.content.config_records["client"])
-            self.nodes[str(info["client_id"])] = reply.metadata.src_node_id
-            self.info[str(info["client_id"])] = info
+            node, cid = reply.metadata.src_node_id, str(info.pop("client_id"))
+            if self.keys and not self._proven(node, cid, nonces.get(node, ""), str(info.pop("signature", ""))):
+                continue
+            self.nodes[cid], self.info[cid] = node, info
+
+    def _proven(self, node: int, cid: str, nonce: str, signature: str) -> bool:
+        """Whether ``node`` signed its claim to be ``cid`` with ``cid``'s registered key; a refusal is logged."""
+        key = self.keys.get(cid)
+        if key is None:
+            log.warning("node %s claims client %r, which has no key in federation.identities: refused", node, cid)
+            return False
+        if not signature or not verify(key, claim(self.run_key, cid, nonce), signature):
+            log.warning("node %s claims client %r but did not sign with its registered key: refused", node, cid)
+            return False
+        return True
 
     def start(self, shared_init: Mapping[str, torch.Tensor], resume: Mapping[str, Record] | None) -> None:
         """Nothing to do: each node initializes (or finds on its disk) its own private state."""

@@ -21,6 +21,7 @@ from fedloom.algorithms.rpa.algorithm import (
     SCORES,
     SIGNATURES,
     WARMED,
+    dominant_prototype,
     route_mix,
 )
 from fedloom.algorithms.rpa.decomposition import amplification, least_norm_pieces, naive_pieces
@@ -557,7 +558,5 @@ def test_every_ablation_runs_two_rounds_on_the_tiny_model(name, tiny_workspace):
 
 def test_the_dominant_prototype_ignores_float_noise_between_duplicates():
     """Duplicate prototypes carry identical route mass up to float noise; purity must not split a group on it."""
-    from fedloom.algorithms.rpa.algorithm import dominant_prototype
-
     assert dominant_prototype([0.0033, 0.49665355, 0.0033, 0.49665358]) == 1
     assert dominant_prototype([0.1, 0.2, 0.7]) == 2

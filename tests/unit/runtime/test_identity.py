@@ -63,6 +63,7 @@ class ClaimingGrid:
         return list(self.claims)
 
     def send_and_receive(self, messages, timeout=None):
+        self.asked = [m.metadata.dst_node_id for m in messages]
         replies = []
         for msg in messages:
             node = msg.metadata.dst_node_id
@@ -98,6 +99,7 @@ def test_only_nodes_holding_the_listed_key_get_their_clients_slot(tmp_path, serv
     grid.claims[6] = ("alice", rogue)  # a rogue node cannot take a slot that is already held either
     pool.refresh()
     assert pool.nodes == {"alice": 1, "bob": 5}
+    assert sorted(grid.asked) == [5, 6]  # refused nodes are not asked again every round
 
 
 def test_without_identities_the_claim_is_trusted_as_before(server_process):

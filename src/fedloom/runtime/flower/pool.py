@@ -47,6 +47,7 @@ class FlowerClients:
         self.nodes: dict[str, int] = {}
         self.info: dict[str, dict[str, Any]] = {}
         self.keys = {cid: public_key(spec, cid) for cid, spec in federation.identities.items()}
+        self.refused: set[int] = set()  # nodes whose claim did not verify: not asked again (a fixed node reconnects)
         deadline = time.monotonic() + connect_timeout
         while len(list(grid.get_node_ids())) < num_nodes:
             if time.monotonic() > deadline:
@@ -63,7 +64,7 @@ class FlowerClients:
     def refresh(self) -> None:
         """Ask every node not yet known which client it is (with ``federation.identities``, a claim
         counts only if the node signed this query's nonce with that client's key)."""
-        known = set(self.nodes.values())
+        known = set(self.nodes.values()) | self.refused
         new = [n for n in self.grid.get_node_ids() if n not in known]
         if not new:
             return
@@ -79,6 +80,7 @@ class FlowerClients:
             info = dict(reply.content.config_records["client"])
             node, cid = reply.metadata.src_node_id, str(info.pop("client_id"))
             if self.keys and not self._proven(node, cid, nonces.get(node, ""), str(info.pop("signature", ""))):
+                self.refused.add(node)
                 continue
             self.nodes[cid], self.info[cid] = node, info
 

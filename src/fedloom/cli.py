@@ -127,6 +127,7 @@ def run(
     """Run one federated experiment and write its run directory."""
     from fedloom.errors import ConfigError
     from fedloom.experiments.config import load_config
+    from fedloom.experiments.reference_run import run_reference
     from fedloom.experiments.report import client_table
     from fedloom.experiments.resume import resume_changes
     from fedloom.experiments.run import run_method
@@ -147,16 +148,24 @@ def run(
     if init_adapter is not None:
         overrides.append(f"adapter.init_from={init_adapter.resolve()}")
     cfg = load_config(config, flags, overrides)
+    if resume is not None or init_adapter is not None:
+        cfg.require_federated("--resume" if resume is not None else "--init-adapter")
     if resume is not None:  # every check before the first write
         resume_changes(resume, cfg)
         ensure_writable(resume)
     else:
         claim_run_dir(out, overwrite)
     with _progress() as progress:
-        ws = prepare_workspace(cfg, progress)
-        summary = run_method(cfg, ws, out, progress, resume=resume is not None)
+        if cfg.is_reference:
+            summary = run_reference(cfg, out, progress)
+        else:
+            ws = prepare_workspace(cfg, progress)
+            summary = run_method(cfg, ws, out, progress, resume=resume is not None)
     best = summary["selection"]["best_round"]
     _print_table(*client_table(summary), title=f"{cfg.method} on {cfg.dataset} — test, round {best} (best on val)")
+    if "cross_section" in summary:
+        pooled = ", ".join(f"{k} {v:+.4f}" for k, v in summary["cross_section"].items())
+        console.print(f"test, one cross-section of every client's stocks per day: {pooled}")
     console.print(f"run directory: {out}")
     _track(track, track_uri, [out])
 
@@ -188,6 +197,7 @@ def compare(
 ) -> None:
     """Run several methods on one shared workspace (backbone and frozen features computed once)."""
     from fedloom.experiments.config import load_config
+    from fedloom.experiments.reference_run import run_reference
     from fedloom.experiments.report import comparison_report, method_table
     from fedloom.experiments.run import run_method
     from fedloom.experiments.rundir import atomic_write, claim_run_dir
@@ -202,9 +212,14 @@ def compare(
         claim_run_dir(out / cfg.method, overwrite)
     summaries = []
     with _progress() as progress:
-        ws = prepare_workspace(configs[0], progress)
+        federated = [cfg for cfg in configs if not cfg.is_reference]
+        ws = prepare_workspace(federated[0], progress) if federated else None
         for cfg in configs:
-            summaries.append(run_method(cfg, ws, out / cfg.method, progress))
+            if cfg.is_reference:
+                summaries.append(run_reference(cfg, out / cfg.method, progress))
+            else:
+                assert ws is not None
+                summaries.append(run_method(cfg, ws, out / cfg.method, progress))
     out.mkdir(parents=True, exist_ok=True)
     atomic_write(out / "report.md", comparison_report(summaries))
     _print_table(*method_table(summaries), title=f"{configs[0].dataset}: test metrics at the best validation round")
@@ -267,6 +282,7 @@ def flower_sim(
 
     flags = {"method": method, "dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
     cfg = load_config(config, flags, _with_data_dir(set_, data_dir))
+    cfg.require_federated("the Flower simulation")
     claim_run_dir(out, overwrite)
     with _progress() as progress:  # warms the on-disk caches the ClientApps read
         clients = len(prepare_workspace(cfg, progress).learners)
@@ -423,11 +439,14 @@ def node_worker(
 
 @app.command()
 def methods() -> None:
-    """List the available federated methods."""
+    """List the available federated methods and structured references."""
     from fedloom.algorithms.registry import METHODS
+    from fedloom.references.registry import REFERENCES
 
     for name, method in sorted(METHODS.items()):
         typer.echo(f"{name:12s} {method.summary}")
+    for name, reference in sorted(REFERENCES.items()):
+        typer.echo(f"{name:12s} {reference.summary}")
 
 
 @app.command("config")

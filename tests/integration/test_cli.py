@@ -158,15 +158,16 @@ def test_evaluate_reproduces_the_final_round_and_switches_evaluation_settings(tm
     assert exit_info.value.code == 2 and "train.lr: only evaluation-time settings can change" in err
 
 
-def test_methods_lists_every_method_with_its_own_summary(monkeypatch, capsys):
+def test_methods_lists_every_method_and_reference_with_its_own_summary(monkeypatch, capsys):
     from fedloom.algorithms.registry import METHODS
+    from fedloom.references.registry import REFERENCES
 
     monkeypatch.setattr(sys, "argv", ["fedloom", "methods"])
     main()
     lines = capsys.readouterr().out.splitlines()
-    assert [line.split()[0] for line in lines] == sorted(METHODS)
+    assert [line.split()[0] for line in lines] == sorted(METHODS) + sorted(REFERENCES)
     summaries = [line.split(maxsplit=1)[1] for line in lines]
-    assert len(set(summaries)) == len(METHODS) and any(s.startswith("FedBiOT: ") for s in summaries)
+    assert len(set(summaries)) == len(lines) and any(s.startswith("FedBiOT: ") for s in summaries)
 
 
 def test_clipped_runs_do_not_depend_on_the_hash_seed(tmp_path):

@@ -20,11 +20,18 @@ pytestmark = [
 ]
 
 CASES = {
-    "acl18": ({"data.max_dates_per_split": 6, "prompt.max_tokens": 256, "prompt.decimals": 2}, "mcc"),
-    "bigdata22": ({"data.max_dates_per_split": 6, "prompt.max_tokens": 256, "prompt.decimals": 2}, "mcc"),
+    "acl18": (
+        {"data.max_dates_per_split": 6, "data.max_test_dates": 6, "prompt.max_tokens": 256, "prompt.decimals": 2},
+        "mcc",
+    ),
+    "bigdata22": (
+        {"data.max_dates_per_split": 6, "data.max_test_dates": 6, "prompt.max_tokens": 256, "prompt.decimals": 2},
+        "mcc",
+    ),
     "fnspid": (
         {
             "data.max_dates_per_split": 6,
+            "data.max_test_dates": 6,
             "data.partition": "dirichlet",
             "data.num_clients": 3,
             "prompt.max_tokens": 256,
@@ -35,7 +42,9 @@ CASES = {
     "csi300": (
         {
             "data.max_dates_per_split": 3,
+            "data.max_test_dates": 3,
             "data.qlib_cn.max_instruments": 30,
+            "data.qlib_cn.feature_set": "compact",
             "prompt.inputs": "structured",
             "prompt.max_tokens": 256,
             "prompt.decimals": 2,
@@ -47,7 +56,9 @@ CASES = {
     "csi800": (
         {
             "data.max_dates_per_split": 3,
+            "data.max_test_dates": 3,
             "data.qlib_cn.max_instruments": 30,
+            "data.qlib_cn.feature_set": "compact",
             "prompt.inputs": "structured",
             "prompt.max_tokens": 256,
             "prompt.decimals": 2,

@@ -76,5 +76,6 @@ def main(grid: Grid, context: Context) -> None:
     rc = context.run_config
     overrides = [o.strip() for o in str(rc.get("overrides", "")).split(";") if o.strip()]
     cfg = load_config(str(rc["config"]), None, overrides)
+    cfg.require_federated("a Flower deployment")
     resume, overwrite = bool(rc.get("resume", False)), bool(rc.get("overwrite", False))
     serve(grid, cfg, Path(str(rc["out"])), int(rc["num-nodes"]), resume, overwrite=overwrite)

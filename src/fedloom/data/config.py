@@ -37,7 +37,10 @@ class DataConfig(BaseModel):
         (0.6, 0.2, 0.2), description="chronological train/val/test fractions (datasets without a standard split)"
     )
     max_dates_per_split: int | None = Field(
-        20, ge=1, description="real financial data: evenly spaced dates kept per split (CPU-sized); null = all"
+        20, ge=1, description="real financial data: evenly spaced train and val dates kept (CPU-sized); null = all"
+    )
+    max_test_dates: int | None = Field(
+        None, ge=1, description="real financial data: evenly spaced test dates kept; null = every test date"
     )
     feature_cache: bool = Field(True, description="keep frozen features on disk under $FEDLOOM_CACHE")
     prompt: PromptConfig = PromptConfig()

@@ -7,14 +7,21 @@ One sample per (day t, index member i), point-in-time membership::
 
 * label (Qlib): ``return`` = Ref($close,-2)/Ref($close,-1) - 1, the close-to-close return from t+1
   to t+2 (a prediction made after t's close trades at t+1's close); ``target`` = that label
-  z-scored across the day's members (``cs_zscore``, Qlib's CSZScoreNorm) or ranked (``cs_rank``).
+  ranked across the day's members (``cs_rank``, Qlib's CSRankNorm, the default of its benchmark
+  workflows) or z-scored (``cs_zscore``, CSZScoreNorm).
   IC and backtests use the raw ``return``, as Qlib does.
 * covariates: Alpha158 (157 without vwap) or Alpha360 (300 without vwap), see `fedloom.data.alpha`;
   ``feature_set: compact`` keeps Qlib's 20 NN features (Alpha158) or the last 4 days (Alpha360).
+* defaults: the Qlib benchmark protocol (every member, every feature, rank label), which the structured
+  references (`fedloom.references`) are validated on; the LLM configs (``configs/csi300.yaml``) pin a
+  CPU-sized view (50 names, 20 features, z-scored label).
   ``feature_norm: robust_zscore`` is Qlib's RobustZScoreNorm fitted on the training split (median,
   1.4826·MAD, clipped to ±3) followed by Fillna(0).
-* membership: ``sqlib`` intervals (exactly 300 / 800 members a day; ``fr220574`` misses some).
-  Suspended days (volume 0 or NaN, flat OHLC) become NaN bars, so they yield no sample and no label.
+* membership: ``sqlib`` intervals (exactly 300 / 800 members a day; ``fr220574`` misses some); a
+  split past the source's last interval is refused. ``max_instruments`` keeps the names with the most
+  member days in the training period (never chosen by the test period).
+  Suspended days (volume 0 or NaN, flat OHLC) become NaN bars, so they yield no sample and no label;
+  volume is adjusted as Qlib's ``$volume`` (raw shares / factor).
 * groups: Shenwan level-1 industry (a July-2023 snapshot, not point-in-time; 22 instruments have
   none → "Unknown").
 * split: train 2018–2022, val 2023, test 2024-01-01 … 2025-06-30. Bars start on 2018-01-02, so the
@@ -27,6 +34,7 @@ bundled), about 300–380 of its 800 members a day.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Literal
 
@@ -34,6 +42,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
+from fedloom.data import alpha
 from fedloom.data.alpha import ALPHA158, ALPHA360, ALPHA360_FIELDS, QLIB_NN_FEATURES, Bars
 from fedloom.data.files import cached_frame, dataset_dir
 from fedloom.data.reading import read_csv, refuse_duplicates
@@ -46,6 +55,8 @@ INDEXES = {"csi300": ("CSI300", "SH000300"), "csi800": ("CSI800", "SH000906")}
 QLIB_CN_SPLIT = SplitDates(train_start="2018-01-01", val_start="2023-01-01", test_start="2024-01-01")
 LIMIT_THRESHOLD = 0.095  # Qlib's cn exchange: a move of ±9.5 % or more blocks trading that day
 MAD_SCALE, CLIP = 1.4826, 3.0
+# the cached table's identity includes the code that computes it (features, label, universe)
+FEATURE_CODE = hashlib.sha256(Path(alpha.__file__).read_bytes() + Path(__file__).read_bytes()).hexdigest()[:16]
 
 
 class QlibCnConfig(BaseModel):
@@ -56,15 +67,19 @@ class QlibCnConfig(BaseModel):
     folder: str = Field("qlib_cn", description="folder under the data dir")
     features: Literal["alpha158", "alpha360"] = Field("alpha158", description="feature family")
     feature_set: Literal["compact", "all"] = Field(
-        "compact", description="compact: 20 features (Qlib's NN list / last 4 days); all: 157 or 300"
+        "all", description="all: 157 or 300 (Qlib's benchmark); compact: 20 (Qlib's NN list / last 4 days)"
     )
     membership: Literal["sqlib", "fr220574"] = Field("sqlib", description="point-in-time index membership source")
     max_instruments: int | None = Field(
-        50, ge=2, description="keep the N instruments with the most member days (CPU-sized); null = all"
+        None,
+        ge=2,
+        description="keep the N instruments with the most training-period member days; null = every member",
     )
     warmup_days: int = Field(60, ge=0, description="first trading days of the bars that give no samples")
     feature_norm: Literal["robust_zscore", "none"] = Field("robust_zscore", description="feature processor")
-    label_norm: Literal["cs_zscore", "cs_rank", "none"] = Field("cs_zscore", description="training target")
+    label_norm: Literal["cs_zscore", "cs_rank", "none"] = Field(
+        "cs_rank", description="training target (cs_rank: CSRankNorm, as Qlib's benchmark workflows)"
+    )
     split_dates: SplitDates = Field(QLIB_CN_SPLIT, description="train 2018–2022, val 2023, test 2024–")
     cache: bool = Field(True, description="cache the built table under $FEDLOOM_CACHE/data")
 
@@ -82,9 +97,12 @@ def suspended(bars: pd.DataFrame) -> pd.Series:
 
 
 def load_bars(folder: Path) -> pd.DataFrame:
-    """Daily bars with suspended days set to NaN in every price and volume field (Qlib's convention)."""
+    """Daily bars as Qlib's ``$`` fields: suspended days NaN in every price and volume field, volume
+    adjusted like the prices (raw shares / factor, Qlib's collectors' rule, so splits and bonus
+    shares do not jump)."""
     bars = read_bars(folder)
     bars.loc[suspended(bars), ["open", "high", "low", "close", "volume"]] = np.nan
+    bars["volume"] = bars["volume"] / bars["factor"]
     return bars
 
 
@@ -100,6 +118,20 @@ def membership_matrix(
     for c, a, b in zip(col, lo, hi, strict=True):
         out[a:b, c] = True
     return pd.DataFrame(out, index=dates, columns=instruments)
+
+
+def check_membership_covers(intervals: pd.DataFrame, source: str, index: str, dates: pd.DatetimeIndex) -> None:
+    """Refuse split dates past the last day the membership source knows: they would silently have no members."""
+    rows = intervals[(intervals["source"] == source) & (intervals["index"] == index)]
+    if rows.empty or len(dates) == 0:
+        return
+    last = pd.to_datetime(rows["end"]).max()
+    if dates.max() > last:
+        raise DataError(
+            f"{index} membership from {source!r} ends on {last.date()}, but the split runs to {dates.max().date()}: "
+            f"every day after {last.date()} would have no members; set data.qlib_cn.split_dates.test_end to "
+            f"{last.date()} or earlier" + (", or membership=fr220574" if source == "sqlib" else "")
+        )
 
 
 def qlib_label(close: pd.DataFrame) -> pd.DataFrame:
@@ -150,11 +182,13 @@ def build_qlib_table(
     dates, instruments = wide.close.index, wide.close.columns
     member = membership_matrix(intervals[intervals["index"] == INDEXES[index][0]], dates, instruments, cfg.membership)
     split = pd.Series(cfg.split_dates.label(dates), index=dates)
+    check_membership_covers(intervals, cfg.membership, INDEXES[index][0], dates[split.to_numpy() != ""])
     active = (
         member.to_numpy() & (split.to_numpy() != "")[:, None] & (np.arange(len(dates)) >= cfg.warmup_days)[:, None]
     )
     if cfg.max_instruments is not None and cfg.max_instruments < len(instruments):
-        days = pd.Series(active.sum(axis=0), index=instruments)
+        # chosen by member days in the training period only: the test period must not pick the universe
+        days = pd.Series((active & (split.to_numpy() == "train")[:, None]).sum(axis=0), index=instruments)
         keep = days.sort_values(ascending=False, kind="stable").index[: cfg.max_instruments].sort_values()
         wide = Bars.from_long(bars[bars["instrument"].isin(keep)])
         active = active[:, instruments.get_indexer(keep)]
@@ -193,7 +227,7 @@ def load_qlib_cn(data_dir: Path | str | None, cfg: QlibCnConfig, index: str) -> 
         return build_qlib_table(load_bars(folder), intervals, industry, cfg, index)
 
     sources = [folder / f for f in FILES]
-    key = {"index": index, **cfg.model_dump(mode="json", exclude={"cache"})}
+    key = {"index": index, "code": FEATURE_CODE, **cfg.model_dump(mode="json", exclude={"cache"})}
     frame = cached_frame(f"qlib-{index}", sources, key, build) if cfg.cache else build()
     notes = [
         "bars are survivorship-biased: 15 delisted CSI300 members have none",

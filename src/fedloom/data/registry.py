@@ -2,7 +2,8 @@
 
 Real financial tables leave `load_dataset` with a ``split`` column (their standard split, or the
 chronological ``data.split`` fractions) and, when ``data.max_dates_per_split`` is set, with that many
-evenly spaced dates per split. The synthetic market and text tables are returned as loaded.
+evenly spaced dates in the train and val splits (the test split keeps every date unless
+``data.max_test_dates`` is set). The synthetic market and text tables are returned as loaded.
 """
 
 from __future__ import annotations
@@ -40,8 +41,8 @@ def _split_and_capped(load: Callable[[DataConfig], SampleTable]) -> Callable[[Da
     def load_split(c: DataConfig) -> SampleTable:
         table = load(c)
         frame = with_split_column(table, c.split)
-        if c.max_dates_per_split is not None:
-            frame = thin_dates(frame, c.max_dates_per_split)
+        if c.max_dates_per_split is not None or c.max_test_dates is not None:
+            frame = thin_dates(frame, c.max_dates_per_split, c.max_test_dates)
         return replace(table, frame=frame)
 
     return load_split

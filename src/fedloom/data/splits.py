@@ -98,22 +98,29 @@ def with_split_column(table: SampleTable, fractions: tuple[float, float, float])
     return table.frame.assign(split=split)
 
 
-def thin_dates(frame: pd.DataFrame, max_dates: int) -> pd.DataFrame:
-    """Keep at most ``max_dates`` evenly spaced dates per split (whole cross-sections, order kept).
+def thin_dates(frame: pd.DataFrame, max_dates: int | None, max_test_dates: int | None = None) -> pd.DataFrame:
+    """Keep at most ``max_dates`` evenly spaced dates in the train and val splits and ``max_test_dates``
+    in the test split (None: every date), whole cross-sections, order kept.
 
-    A CPU-sized view of a long panel: every kept date keeps all its instruments, so daily IC and
-    backtests still see full cross-sections, and the kept dates span each split's whole period.
+    A CPU-sized view of a long panel for training: every kept date keeps all its instruments, so daily IC
+    and backtests still see full cross-sections, and the kept dates span each split's whole period. The
+    test split stays whole by default: a mean over a handful of dates cannot tell methods apart.
 
     >>> f = pd.DataFrame({"date": pd.to_datetime(["2020-01-0%d" % d for d in range(1, 8)]), "split": "train"})
     >>> thin_dates(f, 3)["date"].dt.day.tolist()
     [1, 4, 7]
+    >>> thin_dates(f.assign(split="test"), 3)["date"].dt.day.tolist()
+    [1, 2, 3, 4, 5, 6, 7]
     """
-    if max_dates < 1:
-        raise DataError(f"max_dates_per_split must be at least 1, got {max_dates}")
+    for name, value in (("max_dates_per_split", max_dates), ("max_test_dates", max_test_dates)):
+        if value is not None and value < 1:
+            raise DataError(f"{name} must be at least 1, got {value}")
     keep = []
-    for _, part in frame.groupby("split", sort=False):
+    for split, part in frame.groupby("split", sort=False):
         dates = np.sort(part["date"].unique())
-        picked = dates[np.unique(np.linspace(0, len(dates) - 1, min(max_dates, len(dates))).round().astype(int))]
+        cap = max_test_dates if split == "test" else max_dates
+        cap = len(dates) if cap is None else min(cap, len(dates))
+        picked = dates[np.unique(np.linspace(0, len(dates) - 1, cap).round().astype(int))]
         keep.append(part.index[part["date"].isin(picked)])
     index = np.sort(np.concatenate(keep)) if keep else np.array([], dtype=int)
     return frame.loc[index].reset_index(drop=True)

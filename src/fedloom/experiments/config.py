@@ -24,6 +24,8 @@ from fedloom.data.instructions import DEFAULT_NEW_TOKENS
 from fedloom.data.registry import DATASETS
 from fedloom.errors import ConfigError
 from fedloom.experiments.portfolio import PortfolioConfig
+from fedloom.references.config import ReferenceOptions
+from fedloom.references.registry import REFERENCES
 from fedloom.runtime.config import FederationConfig
 
 if TYPE_CHECKING:
@@ -84,7 +86,7 @@ class GenerationConfig(_Strict):
 class RunConfig(_Strict):
     """One federated experiment."""
 
-    method: str = Field("fedavg", description="federated method (fedloom methods)")
+    method: str = Field("fedavg", description="federated method or structured reference (fedloom methods)")
     dataset: str = Field("synthetic", description="dataset name")
     backbone: str = Field("smollm2-135m", description="built-in name, HF model directory or .gguf file")
     rounds: int = Field(10, ge=1, description="communication rounds")
@@ -99,6 +101,9 @@ class RunConfig(_Strict):
     portfolio: PortfolioConfig = PortfolioConfig()
     privacy: PrivacyConfig = Field(PrivacyConfig(), description="client-level DP on uploads (FedAvg family only)")
     robust: RobustConfig = Field(RobustConfig(), description="robust aggregation rule (FedAvg family only)")
+    references: ReferenceOptions = Field(
+        ReferenceOptions(), description="structured reference models (fedloom.references)"
+    )
 
     @model_validator(mode="after")
     def _numbers_are_finite(self) -> RunConfig:
@@ -117,9 +122,21 @@ class RunConfig(_Strict):
     @field_validator("method")
     @classmethod
     def _known_method(cls, v: str) -> str:
-        if v not in METHODS:
-            raise ValueError(f"unknown method {v!r}; available: {', '.join(sorted(METHODS))}")
+        if v not in METHODS and v not in REFERENCES:
+            raise ValueError(f"unknown method {v!r}; available: {', '.join(sorted(METHODS))}; "
+                             f"references: {', '.join(sorted(REFERENCES))}")  # fmt: skip
         return v
+
+    @property
+    def is_reference(self) -> bool:
+        """``method`` names a structured reference model, not a federated method on the LLM."""
+        return self.method in REFERENCES
+
+    def require_federated(self, where: str) -> None:
+        """Refuse a structured reference where only a federated method runs (Flower, resume)."""
+        if self.is_reference:
+            raise ConfigError(f"{self.method} is a structured reference: it trains in one pass on numeric "
+                              f"features, so {where} does not apply; run it with `fedloom run`")  # fmt: skip
 
     @field_validator("dataset")
     @classmethod

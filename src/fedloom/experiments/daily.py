@@ -18,6 +18,8 @@ from fedloom.metrics.cross_section import daily_ic, daily_rank_ic
 from fedloom.metrics.regimes import fit_regime_thresholds, label_regimes, per_regime_mean, regime_stability
 from fedloom.tasks.learner import Learner
 
+POOLED = "_pooled"  # suffix of the daily series computed on the cross-section of all clients' rows
+
 
 def test_predictions(
     algorithm: Algorithm,
@@ -53,8 +55,9 @@ def test_predictions(
 
 
 def daily_metrics(predictions: pd.DataFrame, task_kind: str) -> pd.DataFrame:
-    """Date-indexed daily series: ``ic`` and ``rank_ic`` (macro over clients; regression adds pooled
-    ``mse`` and ``mae``) or ``accuracy`` (pooled)."""
+    """Date-indexed daily series: ``ic`` and ``rank_ic`` (macro over clients of the within-client
+    correlation), ``ic_pooled`` and ``rank_ic_pooled`` (one cross-section of every client's rows, Qlib's
+    number for a universe; regression adds pooled ``mse`` and ``mae``) or ``accuracy`` (pooled)."""
     if task_kind == "classification":
         hit = (predictions["score"] == predictions["target"]).astype(float)
         return hit.groupby(pd.to_datetime(predictions["date"])).mean().to_frame("accuracy").sort_index()
@@ -64,6 +67,8 @@ def daily_metrics(predictions: pd.DataFrame, task_kind: str) -> pd.DataFrame:
         series["ic"].append(daily_ic(g["score"].to_numpy(), g["target"].to_numpy(), dates))
         series["rank_ic"].append(daily_rank_ic(g["score"].to_numpy(), g["target"].to_numpy(), dates))
     out = {name: pd.concat(parts, axis=1).mean(axis=1) for name, parts in series.items() if parts}
+    score, target, dates = (predictions[c].to_numpy() for c in ("score", "target", "date"))
+    out |= {f"ic{POOLED}": daily_ic(score, target, dates), f"rank_ic{POOLED}": daily_rank_ic(score, target, dates)}
     if task_kind == "regression":  # predictions are returns: pooled squared and absolute error per date
         error = predictions["score"] - predictions["target"]
         dates = predictions["date"].to_numpy()

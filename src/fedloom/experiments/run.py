@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from torch import Tensor
 
 from fedloom.algorithms.base import Algorithm, Record, RunReport
@@ -23,7 +24,7 @@ from fedloom.backbone.peft_io import export_peft
 from fedloom.data.qlib_cn import benchmark_close
 from fedloom.data.schema import SampleTable
 from fedloom.experiments.config import RunConfig, config_digest
-from fedloom.experiments.daily import daily_metrics, regime_breakdown, test_predictions
+from fedloom.experiments.daily import POOLED, daily_metrics, regime_breakdown, test_predictions
 from fedloom.experiments.methods import build_method
 from fedloom.experiments.plots import draw_heatmap
 from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics, portfolio_report
@@ -153,7 +154,7 @@ def financial_outputs(
         for name in ("daily", "portfolio_daily"):
             if name in outputs:
                 rundir.write_daily(outputs[name], f"{name.replace('_daily', '')}{suffix}.csv")
-        out |= {f"{k}{suffix}": outputs[k] for k in ("portfolio", "regimes") if k in outputs}
+        out |= {f"{k}{suffix}": outputs[k] for k in ("portfolio", "regimes", "cross_section") if k in outputs}
     return out
 
 
@@ -163,17 +164,30 @@ def _test_outputs(
     """Daily series, daily portfolio report and its summaries, and regimes of one set of models."""
     assert isinstance(ws.table, SampleTable)
     predictions = test_predictions(algorithm, server, clients, ws.learners, ws.table.frame, rnd)
+    train_dates = ws.table.dates[np.concatenate([lrn.data.train for lrn in ws.learners.values()])]
+    return prediction_outputs(cfg, ws.table.task_kind, predictions, train_dates)
+
+
+def prediction_outputs(
+    cfg: RunConfig, task_kind: str, predictions: pd.DataFrame, train_dates: np.ndarray
+) -> dict[str, Any]:
+    """From long test ``predictions`` (`test_predictions`' columns): the daily series, the pooled
+    cross-section's mean IC / RankIC, and for index datasets the daily TopkDropout report, its summary
+    and the regime breakdown (regime thresholds fitted on ``train_dates``)."""
     if predictions.empty:
         log.warning("no client has test rows: daily.csv, the portfolio and the regimes are skipped")
         return {}
-    daily = daily_metrics(predictions, ws.table.task_kind)
+    daily = daily_metrics(predictions, task_kind)
+    out: dict[str, Any] = {"daily": daily}
+    pooled = [c for c in daily.columns if c.endswith(POOLED)]
+    if pooled:
+        out["cross_section"] = {c.removesuffix(POOLED): float(daily[c].mean()) for c in pooled}
     if cfg.dataset not in BENCHMARKS:
-        return {"daily": daily}
+        return out
     report = portfolio_report(predictions, cfg.dataset, cfg.data.data_dir, cfg.portfolio)
     index = benchmark_close(cfg.data.data_dir, BENCHMARKS[cfg.dataset])
-    train_dates = ws.table.dates[np.concatenate([lrn.data.train for lrn in ws.learners.values()])]
     regimes = regime_breakdown(daily["rank_ic"], index, train_dates)
-    return {"daily": daily, "portfolio_daily": report, "portfolio": portfolio_metrics(report), "regimes": regimes}
+    return out | {"portfolio_daily": report, "portfolio": portfolio_metrics(report), "regimes": regimes}
 
 
 def finish_run(rundir: RunDirectory, summary: dict[str, Any]) -> None:

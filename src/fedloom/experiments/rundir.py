@@ -35,7 +35,8 @@ from fedloom.runtime.rounds import RoundRecord
 
 RUN_MARKERS = ("config.yaml", "metrics.jsonl", "summary.json", "checkpoints")  # what makes a folder a run directory
 LABELS = (JOB_FILE,)  # written beside a run by `fedloom suite` before the run starts: not run data, kept
-PACKAGES = ("fedloom", "torch", "transformers", "peft", "flwr", "numpy", "pandas", "scikit-learn", "pydantic")
+PACKAGES = ("fedloom", "torch", "transformers", "peft", "flwr", "numpy", "pandas", "scikit-learn", "pydantic",
+            "lightgbm", "xgboost-cpu", "catboost")  # fmt: skip
 
 
 class RunDirectory:

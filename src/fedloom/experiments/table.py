@@ -27,6 +27,7 @@ from fedloom.experiments.suite_spec import JOB_FILE, JobLabel
 from fedloom.metrics.federated import higher_is_better
 from fedloom.metrics.significance import paired_block_bootstrap
 
+CROSS_SECTION = (("rank_ic", "pooled RankIC"), ("ic", "pooled IC"))
 PORTFOLIO = (("annualized_return", "excess AR"), ("information_ratio", "IR"), ("max_drawdown", "MDD"))
 
 
@@ -142,13 +143,16 @@ def per_client_round(summary: Mapping[str, Any], rounds: Sequence[Mapping[str, A
 
 def default_columns(summary: Mapping[str, Any]) -> list[Column]:
     """Test metrics at the round chosen on validation (primary first), the primary metric of the final
-    models, the TopkDropout portfolio where the run has one, then communication and time per round."""
+    models, the IC / RankIC of the pooled cross-section and the TopkDropout portfolio where the run has
+    them, then communication and time per round."""
     names = metric_names(dict(summary))
     columns = [Column(LABELS.get(m, m), ("metrics", summary_key(m)), higher_is_better(m)) for m in names]
     if names:
         primary = names[0]
         label = f"{LABELS.get(primary, primary)} final"
         columns.append(Column(label, ("final_metrics", summary_key(primary)), higher_is_better(primary)))
+    if "cross_section" in summary:  # every client's test stocks ranked as one universe per day (Qlib's IC)
+        columns += [Column(label, ("cross_section", key), True) for key, label in CROSS_SECTION]
     if "portfolio" in summary:
         columns += [Column(label, ("portfolio", key), True) for key, label in PORTFOLIO]
     costs = [

@@ -93,12 +93,16 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
     )
     seconds["features"] = time.perf_counter() - t0
 
+    learners = {c.client_id: _learner(cfg, table, lm, features, c, text_task) for c in data_owners(cfg, table)}
+    return Workspace(lm, table, learners, shared_init(cfg, lm), seconds)
+
+
+def data_owners(cfg: RunConfig, table: Table) -> list[ClientData]:
+    """The clients of a run: the configured partition of ``table``, each cut by the table's split."""
     splits = table_splits(table, cfg.data.split)
     d = cfg.data
     partition = partition_table(table, d.partition, d.num_clients, d.alpha, d.partition_seed, splits["train"])
-    clients = client_views(partition, splits)
-    learners = {c.client_id: _learner(cfg, table, lm, features, c, text_task) for c in clients}
-    return Workspace(lm, table, learners, shared_init(cfg, lm), seconds)
+    return client_views(partition, splits)
 
 
 def _tokens(cfg: RunConfig, table: Table, lm: AdaptedLM) -> tuple[Ragged, GenerationTask | None]:

@@ -44,8 +44,13 @@ def test_label_is_qlib_convention_on_raw_closes(raw):
     closes = small[small["instrument"] == row["instrument"]].set_index("date")["close"]
     pos = closes.index.get_loc(row["date"])
     assert row["return"] == pytest.approx(closes.iloc[pos + 2] / closes.iloc[pos + 1] - 1, rel=1e-12)
-    # training target: the label z-scored across the day's members
+    # training target by default (Qlib's benchmark workflows): the label's rank across the day's members
     day = frame[frame["date"] == row["date"]]
+    np.testing.assert_allclose(day["target"], (day["return"].rank(pct=True) - 0.5) * 3.46)
+    zscored = build_qlib_table(
+        small, intervals, industry, QlibCnConfig(max_instruments=None, label_norm="cs_zscore", cache=False), "csi300"
+    )
+    day = zscored[zscored["date"] == row["date"]]
     assert day["target"].mean() == pytest.approx(0, abs=1e-9) and day["target"].std() == pytest.approx(1, rel=1e-9)
 
 
@@ -116,10 +121,11 @@ def test_cs_rank_norm():
 
 
 def test_csi800_and_loader(fedloom_cache):
-    table = load_qlib_cn(SHARED_DATA, QlibCnConfig(max_instruments=10), "csi800")
+    cfg = QlibCnConfig(max_instruments=10, feature_set="compact")
+    table = load_qlib_cn(SHARED_DATA, cfg, "csi800")
     assert table.task_kind == "ranking" and len(table.covariates) == 20 and "CSI800" in " ".join(table.notes)
     assert list((fedloom_cache / "data").glob("qlib-csi800-*.parquet"))  # cached for the next load
-    again = load_qlib_cn(SHARED_DATA, QlibCnConfig(max_instruments=10), "csi800")
+    again = load_qlib_cn(SHARED_DATA, cfg, "csi800")
     pd.testing.assert_frame_equal(table.frame, again.frame)
     with pytest.raises(DataError, match="csi800 membership exists only in source 'sqlib'"):
         load_qlib_cn(SHARED_DATA, QlibCnConfig(max_instruments=10, membership="fr220574", cache=False), "csi800")
@@ -132,3 +138,46 @@ def test_market_frame_and_benchmark():
     assert not market["tradable"].all()  # suspensions and ±9.5 % limit days exist
     bench = benchmark_close(SHARED_DATA, "SH000300")
     assert bench.loc["2020-01-02"] == pytest.approx(4152.24, abs=0.01)  # from the bundle README
+
+
+def test_volume_is_adjusted_like_qlibs(raw):
+    """$volume = raw shares / factor (README: 600519 traded 1.481e7 shares on 2020-01-02, factor 6.49113)."""
+    bars = raw[0]
+    row = bars[(bars["instrument"] == "SH600519") & (bars["date"] == "2020-01-02")].iloc[0]
+    assert row["volume"] == pytest.approx(1.481e7 / 6.49113, rel=1e-3)
+
+
+def test_universe_is_chosen_on_the_training_period(raw):
+    """A stock that joins the index only in the test period has many member days there, but no training
+    member days: it never enters a capped universe (before, counting every split, it took a slot)."""
+    bars, intervals, industry = raw
+    small = _subset(bars, 12)
+    names = sorted(small["instrument"].unique())
+    late = names[0]
+    # total member days: late ~357 (all in test) > names[2] ~180 (all in training)
+    spans = [("2018-01-01", "2022-12-31"), ("2018-01-01", "2018-12-31"), ("2019-06-01", "2025-06-30")]
+    planted = [
+        {"index": "CSI300", "instrument": n, "start": a, "end": b, "source": "sqlib"}
+        for n, (a, b) in zip(names[1:4], spans, strict=True)
+    ] + [{"index": "CSI300", "instrument": late, "start": "2024-01-01", "end": "2025-06-30", "source": "sqlib"}]
+    intervals = pd.DataFrame(planted)
+    cfg = QlibCnConfig(max_instruments=3, cache=False)
+    frame = build_qlib_table(small, intervals, industry, cfg, "csi300")
+    assert set(frame["instrument"]) == set(names[1:4])  # the most training member days, late excluded
+
+
+def test_a_split_past_the_membership_source_is_refused(raw):
+    bars, intervals, industry = raw
+    sq = intervals[intervals["source"] == "sqlib"].copy()
+    sq["end"] = pd.to_datetime(sq["end"]).clip(upper=pd.Timestamp("2024-12-31")).dt.strftime("%Y-%m-%d")
+    with pytest.raises(DataError, match=r"ends on 2024-12-31, but the split runs to 2025-06-30.*test_end"):
+        build_qlib_table(_subset(bars), sq, industry, QlibCnConfig(max_instruments=None, cache=False), "csi300")
+
+
+def test_the_cached_table_changes_with_the_feature_code(fedloom_cache, monkeypatch):
+    from fedloom.data import qlib_cn
+
+    load_qlib_cn(SHARED_DATA, QlibCnConfig(max_instruments=5), "csi300")
+    monkeypatch.setattr(qlib_cn, "FEATURE_CODE", "changed-code")
+    load_qlib_cn(SHARED_DATA, QlibCnConfig(max_instruments=5), "csi300")
+    assert len(list((fedloom_cache / "data").glob("qlib-csi300-*.parquet"))) == 2  # a new key, a rebuild

@@ -29,7 +29,10 @@ def test_every_dataset_loads_capped_with_a_split(name, fedloom_cache):
     assert set(table.frame["split"]) == {"train", "val", "test"}
     if isinstance(table, SampleTable):
         assert table.task_kind == KINDS[name] and not table.synthetic
-        assert table.frame.groupby("split")["date"].nunique().max() <= 5
+        per_split = table.frame.groupby("split")["date"].nunique()
+        assert per_split["train"] == per_split["val"] == 5 and per_split["test"] > 5  # the test split stays whole
+        capped = load_dataset(name, cfg.model_copy(update={"max_test_dates": 4}))
+        assert capped.frame.groupby("split")["date"].nunique()["test"] == 4
         assert table.frame.groupby("split")["date"].max()["train"] < table.frame.groupby("split")["date"].min()["val"]
     else:
         assert isinstance(table, TextTable) and name in ("gsm8k", "arc_challenge", "tweeteval", "jfleg", "multitask")

@@ -38,16 +38,22 @@ def test_table_splits_prefers_the_standard_split():
 
 
 @settings(max_examples=40, deadline=None)
-@given(days=st.integers(3, 60), per_day=st.integers(1, 4), cap=st.integers(1, 30))
-def test_thin_dates_keeps_whole_days_spread_over_each_split(days, per_day, cap):
+@given(
+    days=st.integers(3, 60),
+    per_day=st.integers(1, 4),
+    cap=st.none() | st.integers(1, 30),
+    test_cap=st.none() | st.integers(1, 30),
+)
+def test_thin_dates_keeps_whole_days_spread_over_each_split(days, per_day, cap, test_cap):
     dates = np.repeat(pd.bdate_range("2021-01-04", periods=days), per_day)
     split = np.where(np.arange(len(dates)) < len(dates) // 2, "train", "test")
     frame = pd.DataFrame({"date": dates, "split": split, "v": np.arange(len(dates))})
-    out = thin_dates(frame, cap)
+    out = thin_dates(frame, cap, test_cap)
     for name, part in out.groupby("split"):
         full = frame[frame["split"] == name]
         kept = part["date"].unique()
-        assert len(kept) == min(cap, full["date"].nunique())
+        limit = test_cap if name == "test" else cap  # the test split has its own cap, none by default
+        assert len(kept) == min(limit or days, full["date"].nunique())
         if len(kept) > 1:  # the first and last day of the split are always kept
             assert kept.min() == full["date"].min() and kept.max() == full["date"].max()
         # every kept date keeps all of its rows (whole cross-sections)

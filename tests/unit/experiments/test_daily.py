@@ -30,11 +30,12 @@ def test_daily_ic_is_the_within_client_cross_section_macro_over_clients():
     daily = daily_metrics(pd.concat([p, b]), "regression")
     first = pearsonr([1, 2, 3], [0.1, 0.3, 0.2]).statistic
     assert daily["ic"].iloc[0] == pytest.approx((first - first) / 2)  # client b is a's mirror image
-    assert list(daily.columns) == ["ic", "rank_ic", "mse", "mae"] and len(daily) == 2
+    assert list(daily.columns) == ["ic", "rank_ic", "ic_pooled", "rank_ic_pooled", "mse", "mae"] and len(daily) == 2
+    assert daily["ic_pooled"].iloc[0] == pytest.approx(pearsonr([1, 2, 3, -1, -2, -3], [0.1, 0.3, 0.2] * 2).statistic)
     day2 = [(3.0 - 0.0), (1.0 - 0.1), (2.0 - 0.2), (-3.0 - 0.0), (-1.0 - 0.1), (-2.0 - 0.2)]
     assert daily["mse"].iloc[1] == pytest.approx(np.mean(np.square(day2)))
     assert daily["mae"].iloc[1] == pytest.approx(np.mean(np.abs(day2)))
-    assert list(daily_metrics(p, "ranking").columns) == ["ic", "rank_ic"]  # normalized scores: no error
+    assert list(daily_metrics(p, "ranking").columns) == ["ic", "rank_ic", "ic_pooled", "rank_ic_pooled"]  # no error
 
 
 def test_daily_accuracy_is_pooled_per_date():

@@ -1,0 +1,158 @@
+"""Settings of the reference models. Each default is Qlib's, with the file it comes from."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class LinearConfig(_Strict):
+    """qlib/contrib/model/linear.py and examples/benchmarks/Linear/workflow_config_linear_Alpha158.yaml."""
+
+    estimator: Literal["ols", "ridge"] = Field("ols", description="ols: least squares; ridge: + alpha·|w|²")
+    alpha: float = Field(0.0, ge=0, description="ridge penalty (ols ignores it)")
+    fit_intercept: bool = Field(False, description="Qlib's LinearModel default: no intercept")
+
+
+class BoostingConfig(_Strict):
+    """Rounds and early stopping shared by the three boosting libraries (Qlib's gbdt.py, xgboost.py,
+    catboost_model.py: ``num_boost_round=1000, early_stopping_rounds=50`` on the validation split)."""
+
+    num_boost_round: int = Field(1000, ge=1, description="boosting rounds at most")
+    early_stopping_rounds: int = Field(50, ge=1, description="stop after this many rounds without a better val loss")
+
+
+class LightGBMConfig(BoostingConfig):
+    """examples/benchmarks/LightGBM/workflow_config_lightgbm_Alpha158.yaml."""
+
+    learning_rate: float = Field(0.2, gt=0)
+    num_leaves: int = Field(210, ge=2)
+    max_depth: int = Field(8)
+    colsample_bytree: float = Field(0.8879, gt=0, le=1)
+    subsample: float = Field(0.8789, gt=0, le=1)
+    lambda_l1: float = Field(205.6999, ge=0)
+    lambda_l2: float = Field(580.9768, ge=0)
+
+
+class XGBoostConfig(BoostingConfig):
+    """examples/benchmarks/XGBoost/workflow_config_xgboost_Alpha158.yaml."""
+
+    eta: float = Field(0.0421, gt=0)
+    max_depth: int = Field(8, ge=1)
+    colsample_bytree: float = Field(0.8879, gt=0, le=1)
+    subsample: float = Field(0.8789, gt=0, le=1)
+
+
+class CatBoostConfig(BoostingConfig):
+    """examples/benchmarks/CatBoost/workflow_config_catboost_Alpha158.yaml (``bootstrap_type: Poisson``
+    exists on GPU only; Qlib's catboost_model.py falls back to Bernoulli on CPU, as here)."""
+
+    learning_rate: float = Field(0.0421, gt=0)
+    max_depth: int = Field(6, ge=1)
+    num_leaves: int = Field(100, ge=2)
+    subsample: float = Field(0.8789, gt=0, le=1)
+    grow_policy: Literal["Lossguide", "SymmetricTree", "Depthwise"] = Field("Lossguide")
+
+
+class MLPConfig(_Strict):
+    """qlib/contrib/model/pytorch_nn.py (DNNModelPytorch, Net) with
+    examples/benchmarks/MLP/workflow_config_mlp_Alpha158.yaml. (Names differ from the LLM's ``train``
+    keys so that ``--set lr=…`` and the other leaf shorthands keep meaning the LLM's.)"""
+
+    hidden_sizes: list[int] = Field([256], min_length=1, description="Linear → BatchNorm → LeakyReLU(0.1) blocks")
+    dropout_rate: float = Field(0.05, ge=0, lt=1, description="dropout on the input and before the output layer")
+    learning_rate: float = Field(0.002, gt=0, description="Adam learning rate")
+    adam_weight_decay: float = Field(0.0002, ge=0, description="Adam's L2 weight decay")
+    batch_rows: int = Field(8192, ge=1, description="rows per step, drawn with replacement")
+    max_steps: int = Field(8000, ge=1)
+    eval_steps: int = Field(20, ge=1, description="validate every this many steps")
+    early_stop_rounds: int = Field(50, ge=1, description="stop after this many validations without improvement")
+
+
+class EncoderConfig(_Strict):
+    """What every neural series encoder shares (examples/benchmarks/<Model>/workflow_config_<model>_Alpha360.yaml;
+    each subclass sets its file's values). Trained in epochs, gradient values clipped at 3, stopped on
+    the validation loss."""
+
+    hidden_size: int = Field(64, ge=2, description="hidden width (RNN state, TCN channels, transformer d_model)")
+    num_layers: int = Field(2, ge=1, description="stacked layers / blocks")
+    dropout_rate: float = Field(0.0, ge=0, lt=1)
+    learning_rate: float = Field(1e-3, gt=0, description="Adam learning rate")
+    adam_weight_decay: float = Field(0.0, ge=0, description="Adam's L2 weight decay")
+    max_epochs: int = Field(200, ge=1, description="passes over the training rows at most")
+    early_stop: int = Field(20, ge=1, description="epochs without a lower validation loss before stopping")
+
+
+class SequenceConfig(EncoderConfig):
+    """A sequence reference: shuffled mini-batches of rows."""
+
+    batch_rows: int = Field(800, ge=1, description="rows per step")
+
+
+class LSTMConfig(SequenceConfig):
+    """workflow_config_lstm_Alpha360.yaml (qlib/contrib/model/pytorch_lstm.py)."""
+
+
+class GRUConfig(SequenceConfig):
+    """workflow_config_gru_Alpha360.yaml (qlib/contrib/model/pytorch_gru.py)."""
+
+
+class ALSTMConfig(SequenceConfig):
+    """workflow_config_alstm_Alpha360.yaml (qlib/contrib/model/pytorch_alstm.py: a GRU with attention;
+    the yaml's ``rnn_type`` never reaches the network)."""
+
+
+class TCNConfig(SequenceConfig):
+    """workflow_config_tcn_Alpha360.yaml (qlib/contrib/model/pytorch_tcn.py + tcn.py)."""
+
+    hidden_size: int = Field(128, ge=2, description="channels of every causal block (Qlib's n_chans)")
+    num_layers: int = Field(5, ge=1, description="causal blocks, dilations 1, 2, 4, …")
+    dropout_rate: float = Field(0.5, ge=0, lt=1)
+    batch_rows: int = Field(2000, ge=1)
+    kernel_size: int = Field(3, ge=2)
+
+
+class TransformerConfig(SequenceConfig):
+    """qlib/contrib/model/pytorch_transformer.py defaults (its Alpha360 yaml sets only d_feat and seed)."""
+
+    learning_rate: float = Field(1e-4, gt=0)
+    adam_weight_decay: float = Field(1e-3, ge=0, description="Qlib's ``reg``, passed to Adam as weight decay")
+    batch_rows: int = Field(2048, ge=1)
+    max_epochs: int = Field(100, ge=1)
+    early_stop: int = Field(5, ge=1)
+    heads: int = Field(2, ge=1, description="attention heads (d_model must be divisible by them)")
+
+
+class GATConfig(EncoderConfig):
+    """workflow_config_gats_Alpha360.yaml (qlib/contrib/model/pytorch_gats.py): an LSTM encoder, then
+    attention across one day's stocks; one step is one day. Qlib starts the encoder from its
+    pretrained LSTM checkpoint; here it starts from scratch."""
+
+    encoder: Literal["lstm", "gru"] = Field("lstm", description="Qlib's base_model")
+    dropout_rate: float = Field(0.7, ge=0, lt=1)
+    learning_rate: float = Field(1e-4, gt=0)
+
+
+class ReferenceOptions(_Strict):
+    """How reference models train (``method`` = one of `fedloom methods`' references)."""
+
+    mode: Literal["pooled", "local"] = Field(
+        "pooled", description="pooled: one model on every client's rows (centralized); local: one model per client"
+    )
+    threads: int | None = Field(None, ge=1, description="threads of the boosting libraries (None: every core)")
+    linear: LinearConfig = LinearConfig()
+    lightgbm: LightGBMConfig = LightGBMConfig()
+    xgboost: XGBoostConfig = XGBoostConfig()
+    catboost: CatBoostConfig = CatBoostConfig()
+    mlp: MLPConfig = MLPConfig()
+    lstm: LSTMConfig = LSTMConfig()
+    gru: GRUConfig = GRUConfig()
+    alstm: ALSTMConfig = ALSTMConfig()
+    tcn: TCNConfig = TCNConfig()
+    transformer: TransformerConfig = TransformerConfig()
+    gat: GATConfig = GATConfig()

@@ -1,0 +1,80 @@
+"""Reference names → their models: what ``fedloom run --method lightgbm`` builds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from fedloom.references.base import Objective, Reference
+from fedloom.references.config import ReferenceOptions
+
+Builder = Callable[[ReferenceOptions, Objective, Sequence[str], int], Reference]  # options, objective, features, seed
+
+
+@dataclass(frozen=True)
+class ReferenceModel:
+    """A reference's builder and what ``fedloom methods`` says about it."""
+
+    build: Builder
+    summary: str
+
+
+def _linear(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
+    from fedloom.references.linear import LinearReference
+
+    return LinearReference(o.linear, objective, seed)
+
+
+def _lightgbm(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
+    from fedloom.references.boosting import LightGBMReference
+
+    return LightGBMReference(o.lightgbm, objective, seed, o.threads)
+
+
+def _xgboost(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
+    from fedloom.references.boosting import XGBoostReference
+
+    return XGBoostReference(o.xgboost, objective, seed, o.threads)
+
+
+def _catboost(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
+    from fedloom.references.boosting import CatBoostReference
+
+    return CatBoostReference(o.catboost, objective, seed, o.threads)
+
+
+def _mlp(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
+    from fedloom.references.mlp import mlp_reference
+
+    return mlp_reference(o.mlp, objective, seed)
+
+
+def _sequence(name: str) -> Builder:
+    def build(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
+        from fedloom.references.sequence import sequence_reference
+
+        return sequence_reference(getattr(o, name), objective, features, seed)
+
+    return build
+
+
+def _gat(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
+    from fedloom.references.graph import gat_reference
+
+    return gat_reference(o.gat, objective, features, seed)
+
+
+REFERENCES: dict[str, ReferenceModel] = {
+    "linear": ReferenceModel(_linear, "reference: OLS / ridge on the numeric features (Qlib Linear)"),
+    "lightgbm": ReferenceModel(_lightgbm, "reference: LightGBM, Qlib Alpha158 settings, early-stopped on val"),
+    "xgboost": ReferenceModel(_xgboost, "reference: XGBoost, Qlib Alpha158 settings, early-stopped on val"),
+    "catboost": ReferenceModel(_catboost, "reference: CatBoost, Qlib Alpha158 settings, early-stopped on val"),
+    "mlp": ReferenceModel(_mlp, "reference: Qlib's DNN (MLP) on the numeric features"),
+    "lstm": ReferenceModel(_sequence("lstm"), "reference: LSTM over Alpha360's 60-day series (Qlib)"),
+    "gru": ReferenceModel(_sequence("gru"), "reference: GRU over Alpha360's 60-day series (Qlib)"),
+    "alstm": ReferenceModel(_sequence("alstm"), "reference: attentive GRU (Qlib ALSTM) over Alpha360"),
+    "tcn": ReferenceModel(_sequence("tcn"), "reference: temporal convolutional network over Alpha360 (Qlib)"),
+    "transformer": ReferenceModel(_sequence("transformer"), "reference: transformer encoder over Alpha360 (Qlib)"),
+    "gat": ReferenceModel(_gat, "reference: LSTM + attention across a day's stocks (Qlib GATs) over Alpha360"),
+}
+SEQUENCE_REFERENCES = ("lstm", "gru", "alstm", "tcn", "transformer", "gat")  # read lagged (Alpha360-style) features

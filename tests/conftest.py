@@ -38,6 +38,7 @@ def small_config(**overrides: object) -> RunConfig:
     """A few-second experiment: tiny model, 3 sectors x 3 stocks x 15 days, 2 rounds of 2 steps."""
     sets = [
         "backbone=tiny-random-llama",
+        "model.dtype=float32",  # the same numerics on every machine (`auto` would measure this one)
         "rounds=2",
         "train.steps=2",
         "train.batch_size=4",

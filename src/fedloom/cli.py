@@ -437,6 +437,58 @@ def node_worker(
             worker.serve_forever()
 
 
+@app.command("fleet-gateway")
+def fleet_gateway(
+    listen: Annotated[str, typer.Option(help="HOST:PORT the SuperNodes connect to, e.g. 0.0.0.0:9092")],
+    superlink: Annotated[
+        str, typer.Option(help="the SuperLink on loopback: http://127.0.0.1:8000 (https:// with --superlink-ca)")
+    ] = "http://127.0.0.1:8000",
+    ssl_certfile: Annotated[
+        Path | None, typer.Option(help="certificate the nodes verify (with --ssl-keyfile)")
+    ] = None,
+    ssl_keyfile: Annotated[Path | None, typer.Option(help="its private key")] = None,
+    superlink_ca: Annotated[Path | None, typer.Option(help="CA of a TLS SuperLink behind the gateway")] = None,
+) -> None:
+    """Publish only the Fleet API: SuperNodes reach the SuperLink, its Control API stays on loopback."""
+    from fedloom.runtime.flower.gateway import GatewayConfig, serve_gateway
+
+    config = GatewayConfig(listen, superlink, ssl_certfile, ssl_keyfile, superlink_ca)
+    scheme = "https" if ssl_certfile else "http"
+    console.print(f"fedloom fleet gateway on {scheme}://{listen} → {superlink} (Fleet API only; Ctrl-C to stop)")
+    with suppress(KeyboardInterrupt):
+        serve_gateway(config)
+
+
+@app.command("app-hash")
+def app_hash(app_dir: Annotated[Path, typer.Argument(help="Flower app folder")] = Path("deploy/flower")) -> None:
+    """Print the sha256 of the app bundle `flwr run APP_DIR` submits: what `superexec --approved-app` pins."""
+    from fedloom.runtime.flower.approval import app_hash as digest
+
+    print(digest(app_dir))
+
+
+@app.command("superexec")
+def superexec(
+    runtime_api_address: Annotated[str, typer.Option(help="the SuperNode's (or SuperLink's) Runtime API, HOST:PORT")],
+    approved_app: Annotated[
+        list[str], typer.Option(help="an approved app's sha256 (fedloom app-hash), or a file of them; repeatable")
+    ],
+    insecure: Annotated[bool, typer.Option(help="the Runtime API has no TLS")] = False,
+    root_certificates: Annotated[Path | None, typer.Option(help="CA of the Runtime API's certificate")] = None,
+) -> None:
+    """Flower's SuperExec that launches only approved apps (run the node with --isolation process)."""
+    from fedloom.runtime.flower.approval import parse_approved, run_approved_superexec
+
+    approved = parse_approved(approved_app)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(levelname)s fedloom: %(message)s"))
+    logging.getLogger("fedloom").addHandler(handler)
+    logging.getLogger("fedloom").setLevel(logging.INFO)
+    console.print(f"fedloom superexec on {runtime_api_address}: {len(approved)} approved app(s)")
+    with suppress(KeyboardInterrupt):
+        run_approved_superexec(runtime_api_address, approved, insecure, root_certificates)
+
+
 @app.command()
 def methods() -> None:
     """List the available federated methods and structured references."""

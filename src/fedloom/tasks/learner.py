@@ -229,11 +229,15 @@ class Learner:
         if isinstance(task, GenerationTask):
             raise TypeError(f"client {self.client_id}: a text task has no head to predict with; use generate")
         rows = self.data.split(split)
+        # length buckets: batches of similar length pad least; the predictions go back to row order
+        order = np.argsort(self.features.tokens.lengths[rows], kind="stable")
         out = []
         for start in range(0, len(rows), self.eval_batch_size):
-            batch = rows[start : start + self.eval_batch_size]
+            batch = rows[order[start : start + self.eval_batch_size]]
             out.append(task.predict(_head(params), self.head_features(params, batch, mixture=mixture)))
-        return torch.cat(out).numpy() if out else np.zeros(0, dtype=np.float32)
+        if not out:
+            return np.zeros(0, dtype=np.float32)
+        return torch.cat(out)[torch.as_tensor(np.argsort(order))].numpy()
 
     @torch.no_grad()
     def generate(self, params: Mapping[str, Tensor], rows: np.ndarray, mixture: Mixture = SINGLE) -> list[str]:

@@ -12,7 +12,7 @@ from fedloom.data.prompts import PromptConfig, tokenize_prompts
 from fedloom.data.splits import chronological_split
 from fedloom.data.synthetic import SyntheticMarketConfig, make_synthetic_market
 from fedloom.errors import ConfigError
-from fedloom.tasks.learner import Learner, Optimization, ParamGroup
+from fedloom.tasks.learner import HEAD_PREFIX, Learner, Optimization, ParamGroup
 
 
 @pytest.fixture
@@ -112,3 +112,15 @@ def test_predict_and_evaluate_use_the_requested_split(learner):
     pred = learner.predict(params, "test")
     assert pred.shape == (len(learner.data.test),)
     assert set(learner.evaluate(params, "val")) == {"mse", "mae", "ic", "rank_ic"}
+
+
+def test_length_bucketed_prediction_returns_row_order(learner):
+    """Predictions are made in length-sorted batches (least padding) and returned in row order: each
+    equals the prediction for that row alone."""
+    params = _params(learner, seed=3)
+    rows = learner.data.split("test")
+    assert len(set(learner.features.tokens.lengths[rows])) > 1  # the rows differ in length
+    learner.eval_batch_size = 4
+    head = {k: v for k, v in params.items() if k.startswith(HEAD_PREFIX)}
+    alone = [learner.task.predict(head, learner.head_features(params, rows[i : i + 1])) for i in range(len(rows))]
+    np.testing.assert_allclose(learner.predict(params, "test"), torch.cat(alone).numpy(), rtol=1e-5, atol=1e-6)

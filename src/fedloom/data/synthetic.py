@@ -36,8 +36,10 @@ regime is the one the prompt partly shows: its market volatility lifts ``vol20``
 ``rule_strength`` s in [0, 1] blends the rules, ``1 + s · (rule − 1)``: s = 0 puts group labels on
 today's market (a labelled IID control: today's table plus ``rule_group``), s = 1 the full conflict.
 ``sector_effects=False`` removes every sector difference (sensitivity 1, no sector-only events, macro
-news at its default impact everywhere, growth-style momentum), so that the planted groups are the only
-structure across clients; with ``rule_strength=0`` the clients are then identically distributed.
+news at its default impact everywhere, growth-style momentum); ``stock_betas=False`` gives every stock
+market beta 1 (otherwise U(0.7, 1.3): a persistent per-company effect that the company names in the
+news let a client's own model memorize). With both off the planted groups are the only structure across
+clients, and with ``rule_strength=0`` the clients are identically distributed.
 The ``rule_group`` column (only when ``rule_groups`` > 1) is for audits: never a covariate, never in
 the text.
 
@@ -238,6 +240,9 @@ class SyntheticMarketConfig(BaseModel):
         description="False: every sector reacts alike (sensitivity 1, no sector-only events, macro news moves "
         "every sector by its default impact, one momentum kind), so planted groups are the only structure",
     )
+    stock_betas: bool = Field(
+        True, description="False: every stock has market beta 1 (no persistent per-company ranking to memorize)"
+    )
 
     @model_validator(mode="after")
     def _groups_fit_sectors(self) -> SyntheticMarketConfig:
@@ -253,7 +258,9 @@ def make_synthetic_market(cfg: SyntheticMarketConfig) -> SampleTable:
     stocks = [(s, j) for s in sectors for j in range(cfg.stocks_per_sector)]
     n, total = len(stocks), WARMUP_DAYS + cfg.days + 1
     sector_of = np.array([s for s, _ in stocks])
-    beta = rng.uniform(0.7, 1.3, size=n)
+    beta = rng.uniform(0.7, 1.3, size=n)  # drawn either way, so the rest of the random stream is unchanged
+    if not cfg.stock_betas:
+        beta = np.ones(n)
     sens = np.array([_SENSITIVITY[s] if cfg.sector_effects else 1.0 for s in sector_of])
     group_of = {s: k % cfg.rule_groups for k, s in enumerate(sectors)}
     rule_group = np.array([group_of[s] for s in sector_of])

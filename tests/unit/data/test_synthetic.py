@@ -169,3 +169,19 @@ def test_data_info_prints_the_planted_groups():
         "2 planted (audit only): 0 = technology, energy, consumer; 1 = financials, healthcare, industrials"
     )
     assert "rule groups" not in dict(describe(load_dataset("synthetic", DataConfig()), DataConfig()))
+
+
+@pytest.mark.parametrize("stock_betas", [True, False])
+def test_stock_betas_are_the_only_persistent_per_company_effect(stock_betas):
+    """Each stock's slope on the day's mean return is its market beta: spread over U(0.7, 1.3) by default,
+    1 for every stock with ``stock_betas=False`` (so company names carry no ranking to memorize)."""
+    cfg = SyntheticMarketConfig(days=400, seed=5, news_probability=0.0, macro_probability=0.0,
+                                sector_effects=False, stock_betas=stock_betas)  # fmt: skip
+    t = make_synthetic_market(cfg).frame
+    wide = t.pivot(index="date", columns="instrument", values="target")
+    market = wide.mean(axis=1)
+    slopes = wide.apply(lambda r: np.polyfit(market, r, 1)[0])
+    if stock_betas:
+        assert slopes.max() - slopes.min() > 0.3
+    else:
+        assert (slopes - 1).abs().max() < 0.1

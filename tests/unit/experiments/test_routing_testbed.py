@@ -19,7 +19,7 @@ def test_the_testbed_has_forty_test_dates_and_only_the_planted_structure():
     cfg = load_config(TESTBED, None, [])
     assert cfg.train.head_init == "shared" and cfg.train.head_lr < 1e-6
     syn = cfg.data.synthetic
-    assert not syn.sector_effects and syn.macro_probability == 0 and syn.rule_groups == 2
+    assert not syn.sector_effects and not syn.stock_betas and syn.macro_probability == 0 and syn.rule_groups == 2
     table = load_dataset(cfg.dataset, cfg.data)
     test = table_splits(table, cfg.data.split)["test"]
     assert len(np.unique(table.dates[test])) >= 40

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -22,6 +23,14 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def wait_until(condition: Callable[[], bool], what: Callable[[], str] | str, timeout: float = 120) -> None:
+    """Poll ``condition`` until it holds; fail with ``what`` (or what it returns) after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, what() if callable(what) else what
+        time.sleep(0.2)
 
 
 def public_address() -> str:
@@ -68,20 +77,25 @@ class Cluster:
         for i in range(self.nodes):
             self.start_node(i)
         self.wait_for_nodes(self.nodes)
-        deadline = time.monotonic() + 120
-        while not all(self.socket(i).is_socket() for i in self.workers):
-            assert time.monotonic() < deadline, "node workers did not start"
-            time.sleep(0.2)
+        self.wait_for_workers([self.socket(i) for i in self.workers])
 
     def socket(self, i: int) -> Path:
         return self.root / ("worker.sock" if self.shared_worker else f"worker{i}.sock")
 
     def wait_for_nodes(self, count: int, timeout: float = 120) -> None:
         """Until the SuperLink has activated ``count`` SuperNodes since it started."""
-        log, deadline = self.root / "superlink.log", time.monotonic() + timeout
-        while log.read_text(errors="replace").count("Activated node_id") < count:
-            assert time.monotonic() < deadline, f"SuperNodes did not connect:\n{log.read_text()[-2000:]}"
-            time.sleep(0.2)
+        log = self.root / "superlink.log"
+        wait_until(lambda: log.read_text(errors="replace").count("Activated node_id") >= count,
+                   lambda: f"SuperNodes did not connect:\n{log.read_text()[-2000:]}", timeout)  # fmt: skip
+
+    def wait_for_workers(self, sockets: list[Path], timeout: float = 120) -> None:
+        """Until every node worker listens on its socket."""
+        wait_until(lambda: all(path.is_socket() for path in sockets), "node workers did not start", timeout)
+
+    def wait_for_superlink(self, timeout: float = 120) -> None:
+        """Until the SuperLink accepts connections on its (loopback) port."""
+        wait_until(lambda: socket.socket().connect_ex(("127.0.0.1", self.port)) == 0,
+                   lambda: (self.root / "superlink.log").read_text()[-2000:], timeout)  # fmt: skip
 
     def start_node(self, i: int) -> None:
         config = f"partition-id={i} state-dir='{self.root / f'state{i}'}'"

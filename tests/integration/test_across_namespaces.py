@@ -10,9 +10,7 @@ Without root (network namespaces) the owners run on this machine and dial its pu
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
-import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,10 +89,7 @@ def test_readme_deployment_across_namespaces_with_a_superlink_restart(owners, tm
 
     def start_coordinator() -> None:
         c._start("superlink", superlink)
-        deadline = time.monotonic() + 120
-        while socket.socket().connect_ex(("127.0.0.1", c.port)) != 0:  # up before anything dials it
-            assert time.monotonic() < deadline, (c.root / "superlink.log").read_text()[-2000:]
-            time.sleep(0.2)
+        c.wait_for_superlink()  # up before anything dials it
         c._start("superexec", [*superexec, f"127.0.0.1:{c.port}"])
         c._start("gateway", [str(BIN / "fedloom"), "fleet-gateway", "--listen", gateway,
                              "--superlink", f"http://127.0.0.1:{c.port}"])  # fmt: skip
@@ -112,10 +107,7 @@ def test_readme_deployment_across_namespaces_with_a_superlink_restart(owners, tm
                                   "--node-config", config])  # fmt: skip
             c._start(f"exec{i}", [*owners.prefix, *superexec, f"127.0.0.1:{api}"])
         c.wait_for_nodes(3)
-        deadline = time.monotonic() + 120
-        while not all((c.root / f"worker{i}.sock").is_socket() for i in range(3)):
-            assert time.monotonic() < deadline, "node workers did not start"
-            time.sleep(0.2)
+        c.wait_for_workers([c.root / f"worker{i}.sock" for i in range(3)])
         probe = (
             "import httpx, socket\n"
             f"print(socket.socket().connect_ex(('{owners.coordinator}', {c.port})) != 0,"

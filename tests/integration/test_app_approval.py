@@ -5,13 +5,12 @@ its ClientApp runs) is refused before any of its code runs on the node, and runs
 from __future__ import annotations
 
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
 from fedloom.runtime.flower.approval import app_hash
-from tests.integration.cluster import APP, BIN, Cluster, free_port
+from tests.integration.cluster import APP, BIN, Cluster, free_port, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -53,13 +52,6 @@ def _tampered_app(root: Path, marks: Path) -> Path:
     return app
 
 
-def _wait_for(condition, what: str, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.5)
-
-
 def test_a_tampered_app_is_refused_on_the_node_and_runs_once_approved(tmp_path):
     marks = tmp_path / "marks"
     marks.mkdir()
@@ -84,13 +76,13 @@ def test_a_tampered_app_is_refused_on_the_node_and_runs_once_approved(tmp_path):
         out = subprocess.run([str(BIN / "flwr"), "run", str(tampered), "local"], env=c.env,
                              capture_output=True, text=True, timeout=300)  # fmt: skip
         assert out.returncode == 0, out.stdout + out.stderr
-        _wait_for(lambda: "is not approved" in log.read_text(), "the node to refuse the tampered app")
+        wait_until(lambda: "is not approved" in log.read_text(), "the node did not refuse the tampered app", 300)
         assert tampered_hash in log.read_text()  # the hash Flower computed is the one fedloom app-hash prints
         assert not list(marks.iterdir())  # its ClientApp never ran (and the ServerApp still waits for it)
 
         c.kill("gate-genuine")  # the control: the owner approves that app, and the waiting task now runs
         gate(tampered_hash, "gate-tampered")
-        _wait_for(lambda: any(p.name.startswith("server-") for p in marks.iterdir()), "the round to finish")
+        wait_until(lambda: any(p.name.startswith("server-") for p in marks.iterdir()), "the round did not finish", 300)
         assert [p.name.split("-")[0] for p in sorted(marks.iterdir())] == ["client", "server"]
     finally:
         c.stop()

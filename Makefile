@@ -19,7 +19,7 @@ $(STAMP): requirements.lock pyproject.toml
 	touch $(STAMP)
 
 run: setup
-	$(BIN)/fedloom compare --methods local,fedavg,rpa --config configs/default.yaml --out runs/default --overwrite
+	$(BIN)/fedloom compare --methods local,fedavg,fedavgm,rpa --config configs/default.yaml --out runs/default --overwrite
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -1,6 +1,8 @@
-"""Padding waste of evaluation batches: padded token positions over real ones, rows in order vs
-length-sorted batches (what `Learner.predict` does), over every client's validation and test rows.
-Not a test; no model forward is run (tokens only).
+"""Padding waste: padded token positions over real ones. Evaluation: rows in order vs length-sorted
+batches (what `Learner.predict` does), over every client's validation and test rows. Training: one
+epoch of each client's training rows in random batches vs length-bucketed ones (`train.length_buckets`,
+`fedloom.tasks.learner.length_bucketed`) at the config's batch size. Not a test; no model forward is
+run (tokens only).
 
     python benchmarks/padding.py configs/default.yaml configs/acl18.yaml configs/fnspid.yaml
 """
@@ -10,10 +12,12 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
+import torch
 
 from fedloom.data.registry import load_dataset
 from fedloom.experiments.config import load_config
 from fedloom.experiments.workspace import _tokens, data_owners, load_adapted
+from fedloom.tasks.learner import length_bucketed
 
 
 def padding_ratio(lengths: np.ndarray, order: np.ndarray, batch: int) -> tuple[int, int]:
@@ -42,6 +46,15 @@ def main() -> None:
                     padded, real = padding_ratio(split_lengths, order, args.batch)
                     totals[name][0] += padded
                     totals[name][1] += real
+            train = client.split("train")
+            order = train[torch.randperm(len(train), generator=torch.Generator().manual_seed(0)).numpy()]
+            epochs = {"train random": order, "train bucketed": length_bucketed(
+                order, lengths, cfg.train.batch_size, torch.Generator().manual_seed(0))}  # fmt: skip
+            for name, epoch in epochs.items():
+                padded, real = padding_ratio(lengths[epoch], np.arange(len(epoch)), cfg.train.batch_size)
+                totals.setdefault(name, [0, 0])
+                totals[name][0] += padded
+                totals[name][1] += real
         ratios = ", ".join(f"{name} {p / r:.3f}" for name, (p, r) in totals.items())
         print(
             f"{path}: {len(lengths)} prompts, tokens min/median/max {lengths.min()}/{int(np.median(lengths))}/"

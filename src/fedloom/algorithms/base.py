@@ -197,4 +197,4 @@ class Algorithm(ABC):
         """How ``keys`` train locally: `param_groups` (then ``extra`` groups), the batch size and gradient clip
         of the ``train`` section."""
         groups = [*self.param_groups(keys), *extra]
-        return Optimization(groups, self.local.batch_size, self.local.grad_clip)
+        return Optimization(groups, self.local.batch_size, self.local.grad_clip, self.local.length_buckets)

@@ -103,7 +103,9 @@ class FwdLLM(Algorithm):
         head = {k: fit.params[k] for k in state.tensors if k.startswith(HEAD_PREFIX)}
         estimates = []
         with torch.no_grad():
-            for rows in learner.batches(self.local.steps, gen, self.local.batch_size):
+            for rows in learner.batches(
+                self.local.steps, gen, self.local.batch_size, length_buckets=self.local.length_buckets
+            ):
                 v = self._perturbation(previous, gen)
                 plus = learner.loss({k: theta[k] + h * v[k] for k in theta} | head, rows)
                 minus = learner.loss({k: theta[k] - h * v[k] for k in theta} | head, rows)

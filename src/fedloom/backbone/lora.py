@@ -6,7 +6,8 @@ Each adapted linear layer computes (HF-PEFT notation, ``s = alpha / r``)::
 
 ``W0`` frozen; ``ΔW`` an optional dense base delta (FLoRA / FedEx-LoRA fold updates into it); ``k``
 ranges over the bound slots with per-sample weights ``w`` (soft mixture, or sparse top-k that runs
-only the chosen slots). The layers hold no adapter values: a `Binding` supplies named tensors for
+only the chosen slots). A dense mixture runs as one low-rank product: the slots' A stacked along the rank,
+one dropout mask for all of them. The layers hold no adapter values: a `Binding` supplies named tensors for
 one forward, so one frozen backbone serves every simulated client and swapping is a lookup.
 
 Keys follow PEFT's in-model names, e.g. ``model.layers.29.self_attn.q_proj.lora_A.default.weight``.
@@ -143,17 +144,30 @@ class LoraLinear(nn.Module):
         delta = b.params.get(base_delta_key(self.path))
         if delta is not None:
             y = y + F.linear(x, delta.to(x.device, x.dtype))
-        if b.weights is None:
-            for slot in b.slots:
-                y = y + self._slot_output(x, slot, b).to(y.dtype)
+        if not b.slots:
             return y
-        weights = b.weights.to(x.device)
-        if b.top_k is None:
-            for k, slot in enumerate(b.slots):
-                w = weights[:, k].view(-1, *([1] * (x.dim() - 1)))
-                y = y + (w * self._slot_output(x, slot, b)).to(y.dtype)
-            return y
-        return self._sparse(x, y, b, weights)
+        if b.weights is not None and b.top_k is not None:
+            return self._sparse(x, y, b, b.weights.to(x.device))
+        if len(b.slots) == 1 and b.weights is None:
+            return y + self._slot_output(x, b.slots[0], b).to(y.dtype)
+        return y + self._mixture(x, b).to(y.dtype)
+
+    def _mixture(self, x: Tensor, b: Binding) -> Tensor:
+        """Σ_k w_k s_k B_k A_k dropout(x) for every bound slot at once: the slots' A stacked along the rank
+        (one ``x @ A``), the per-row scale and per-sample weight applied to the rank activations, the B
+        stacked alike (one ``@ B``); one dropout mask shared by all slots."""
+        As = [b.params[lora_a_key(self.path, slot)] for slot in b.slots]
+        Bs = [b.params[lora_b_key(self.path, slot)] for slot in b.slots]
+        ranks = [a.shape[0] for a in As]
+        A, B = torch.cat(As).to(x.device), torch.cat(Bs, dim=1).to(x.device)
+        scale = torch.cat([torch.full((r,), self.spec.scaling(r), dtype=A.dtype) for r in ranks]).to(x.device)
+        z = F.linear(F.dropout(x.to(A.dtype), p=self.spec.dropout, training=b.train), A) * scale
+        if b.weights is not None:  # [N, S] → a weight per rank row, broadcast over the token axes
+            rows = torch.repeat_interleave(
+                torch.arange(len(ranks), device=x.device), torch.tensor(ranks, device=x.device)
+            )
+            z = z * b.weights.to(x.device, A.dtype)[:, rows].view(x.shape[0], *([1] * (x.dim() - 2)), -1)
+        return F.linear(z, B)
 
     def _sparse(self, x: Tensor, y: Tensor, b: Binding, weights: Tensor) -> Tensor:
         """Top-k routing: each sample runs only its k chosen slots, weights renormalized over them."""

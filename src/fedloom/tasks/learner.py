@@ -64,6 +64,7 @@ class Optimization:
     groups: Sequence[ParamGroup]
     batch_size: int
     grad_clip: float | None = None
+    length_buckets: bool = False
 
 
 @dataclass(frozen=True)
@@ -196,7 +197,11 @@ class Learner:
         optimizer = torch.optim.AdamW(
             [{"params": [live[k] for k in g.keys], "lr": g.lr, "weight_decay": g.weight_decay} for g in groups]
         )
-        batches = list(schedule) if schedule is not None else self.batches(steps, generator, optimization.batch_size)
+        batches = (
+            list(schedule)
+            if schedule is not None
+            else self.batches(steps, generator, optimization.batch_size, length_buckets=optimization.length_buckets)
+        )
         losses: list[float] = []
         for rows in batches:
             loss = self.loss(live, rows, train=True, mixture=mixture)
@@ -284,16 +289,19 @@ class Learner:
         return Binding(adapters, slots=mixture.slots, weights=weights, top_k=mixture.top_k, train=train)
 
     def batches(
-        self, steps: int, generator: torch.Generator, batch_size: int, rows: np.ndarray | None = None
-    ) -> list[np.ndarray]:
+        self, steps: int, generator: torch.Generator, batch_size: int, rows: np.ndarray | None = None,
+        length_buckets: bool = False,
+    ) -> list[np.ndarray]:  # fmt: skip
         """``steps`` mini-batches of ``batch_size`` drawn epoch by epoch from a seeded permutation of ``rows``
-        (default: all training rows)."""
+        (default: all training rows); with ``length_buckets`` each epoch is regrouped by `length_bucketed`."""
         rows = self.data.train if rows is None else rows
         out: list[np.ndarray] = []
         order = np.zeros(0, dtype=np.int64)
         while len(out) < steps:
             if len(order) < min(batch_size, len(rows)):
                 order = rows[torch.randperm(len(rows), generator=generator).numpy()]
+                if length_buckets:
+                    order = length_bucketed(order, self.features.tokens.lengths, batch_size, generator)
             out.append(order[:batch_size])
             order = order[batch_size:]
         return out
@@ -301,3 +309,20 @@ class Learner:
 
 def _head(params: Mapping[str, Tensor]) -> dict[str, Tensor]:
     return {k: v for k, v in params.items() if k.startswith(HEAD_PREFIX)}
+
+
+BUCKET_GROUP = 8  # batches sorted together by length (HF's megabatch, smaller: a client holds few rows)
+
+
+def length_bucketed(order: np.ndarray, lengths: np.ndarray, batch_size: int, generator: torch.Generator) -> np.ndarray:
+    """An epoch's row ``order`` regrouped (HF's group-by-length): within each run of `BUCKET_GROUP` batches
+    the rows are sorted by token length, cut into batches and the batches put in a seeded order. Batches
+    pad less; every row is still seen once an epoch."""
+    span = batch_size * BUCKET_GROUP
+    pieces = []
+    for start in range(0, len(order), span):
+        group = order[start : start + span]
+        group = group[np.argsort(lengths[group], kind="stable")]
+        chunks = [group[i : i + batch_size] for i in range(0, len(group), batch_size)]
+        pieces += [chunks[i] for i in torch.randperm(len(chunks), generator=generator).tolist()]
+    return np.concatenate(pieces)

@@ -332,7 +332,7 @@ def test_fwdllm_forward_gradient_is_unbiased_on_a_quadratic():
         def fit(self, params, optimization, steps, generator, **kw):
             return FitResult(dict(params), 0.0, steps, steps)
 
-        def batches(self, steps, generator, batch_size):
+        def batches(self, steps, generator, batch_size, **kw):
             return [np.arange(1)] * steps
 
         def loss(self, params, rows):

@@ -102,6 +102,50 @@ def test_soft_mixture_is_the_weighted_sum_of_single_slots(n: int, seed: int):
 
 
 @settings(max_examples=25, deadline=None)
+@given(n=st.integers(1, 5), ranks=st.lists(st.integers(1, 4), min_size=2, max_size=4), weighted=st.booleans(),
+       seed=st.integers(0, 10_000))  # fmt: skip
+def test_fused_slots_equal_each_slot_on_its_own_in_value_and_gradient(n, ranks, weighted, seed):
+    """One ``x @ A`` for every slot (ranks may differ, so do their scales α/r) is the sum of the slots run
+    one by one, forward and backward (every A and B gets the same gradient)."""
+    layer, cell = _layer()
+    g = torch.Generator().manual_seed(seed)
+    slots = tuple(f"e{i}" for i in range(len(ranks)))
+    params = {}
+    for s, r in zip(slots, ranks, strict=True):
+        params[lora_a_key("m", s)] = torch.randn(r, D_IN, generator=g).requires_grad_(True)
+        params[lora_b_key("m", s)] = torch.randn(D_OUT, r, generator=g).requires_grad_(True)
+    x = torch.randn(n, 3, D_IN, generator=g)
+    w = torch.softmax(torch.randn(n, len(slots), generator=g), dim=1) if weighted else None
+    cell.binding = Binding(params, slots=slots, weights=w)
+    fused = layer(x)
+    fused_grads = torch.autograd.grad(fused.square().sum(), list(params.values()), retain_graph=True)
+    expected = layer.base(x)
+    for k, s in enumerate(slots):
+        cell.binding = Binding(params, slots=(s,))
+        part = layer(x) - layer.base(x)
+        expected = expected + (part if w is None else w[:, k, None, None] * part)
+    torch.testing.assert_close(fused, expected, atol=1e-5, rtol=1e-5)
+    for got, want in zip(
+        fused_grads, torch.autograd.grad(expected.square().sum(), list(params.values())), strict=True
+    ):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-5)
+
+
+def test_fused_slots_share_one_dropout_mask():
+    """Dropout is applied once to x for all slots: two identical slots at weights ½, ½ equal one slot."""
+    layer, cell = _layer(dropout=0.5)
+    one = _slot("a", 0)
+    two = {**one, lora_a_key("m", "b"): one[lora_a_key("m", "a")], lora_b_key("m", "b"): one[lora_b_key("m", "a")]}
+    x = torch.randn(4, D_IN)
+    torch.manual_seed(7)
+    cell.binding = Binding(two, slots=("a", "b"), weights=torch.full((4, 2), 0.5), train=True)
+    mixed = layer(x)
+    torch.manual_seed(7)
+    cell.binding = Binding(one, slots=("a",), train=True)
+    torch.testing.assert_close(mixed, layer(x))
+
+
+@settings(max_examples=25, deadline=None)
 @given(n=st.integers(1, 8), k=st.integers(1, 3), seed=st.integers(0, 10_000))
 def test_top_k_equals_dense_with_renormalized_top_k_weights(n: int, k: int, seed: int):
     layer, cell = _layer()

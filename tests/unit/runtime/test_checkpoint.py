@@ -13,6 +13,7 @@ from safetensors.torch import save_file
 from fedloom.algorithms.base import Record
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.errors import FedloomError
+from fedloom.experiments.methods import build_method
 from fedloom.experiments.workspace import prepare_workspace
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
 from fedloom.runtime.config import FederationConfig
@@ -131,16 +132,24 @@ def test_a_state_json_without_a_field_names_it(tmp_path, field):
         store.load()
 
 
-def test_resume_after_round_2_of_4_is_bit_exact(tmp_path):
+@pytest.mark.parametrize("method", ["fedavg", "rpa-improved"])
+def test_resume_after_round_2_of_4_is_bit_exact(tmp_path, method):
+    """Also for RPA's improved routing, whose round-2 checkpoint sits inside its 3-round warm-up (summed
+    sketches per client, prototype velocity)."""
+    run_cfg = small_config(method="rpa", **{"methods.rpa.routing": "improved", "methods.rpa.warm_start_rounds": 3})
     ws = prepare_workspace(small_config())
     cfg = FederationConfig(fraction=0.67, eval_every=2)
 
     def runtime():
-        return InProcessRuntime(FedAvg(small_config().train), ws.learners, cfg, seed=3)
+        algorithm = FedAvg(small_config().train) if method == "fedavg" else build_method(run_cfg, ws.lm, server=True)
+        return InProcessRuntime(algorithm, ws.learners, cfg, seed=3)
 
     straight = runtime().run(ws.shared_init, rounds=4)
     store = CheckpointStore(tmp_path)
     runtime().run(ws.shared_init, rounds=2, checkpoints=store)
+    if method != "fedavg":  # the checkpoint holds the warm-up's per-client sums and the velocity
+        saved = store.load().server.tensors
+        assert "velocity" in saved and any(k.startswith("sketch/") for k in saved)
     resumed = runtime().run(ws.shared_init, rounds=4, resume_from=store.load())
     for key, value in straight.server.tensors.items():
         assert torch.equal(resumed.server.tensors[key], value), key

@@ -87,6 +87,27 @@ def test_batches_cover_an_epoch_before_repeating(learner):
     assert len(seen) == len(set(seen.tolist())) and all(len(b) == 8 for b in batches)
 
 
+def test_length_buckets_keep_every_row_once_an_epoch_and_pad_less(learner):
+    """Length-bucketed batches (``train.length_buckets``) are a regrouping of the same epoch: every row once,
+    batches of the same size, determined by the generator, and less padding than the random batches."""
+    lengths = learner.features.tokens.lengths
+    steps = len(learner.data.train) // 4
+    assert len(set(lengths[learner.data.train])) > 1  # the rows differ in length
+
+    def draw(buckets: bool) -> list[np.ndarray]:
+        return learner.batches(steps, torch.Generator().manual_seed(0), batch_size=4, length_buckets=buckets)
+
+    plain, bucketed = draw(False), draw(True)
+    assert sorted(np.concatenate(bucketed).tolist()) == sorted(np.concatenate(plain).tolist())
+    assert [len(b) for b in bucketed] == [len(b) for b in plain]
+    assert all(np.array_equal(a, b) for a, b in zip(bucketed, draw(True), strict=True))
+
+    def padded(batches: list[np.ndarray]) -> int:
+        return sum(int(lengths[b].max()) * len(b) - int(lengths[b].sum()) for b in batches)
+
+    assert padded(bucketed) < padded(plain)
+
+
 def test_fit_draws_batches_of_the_optimization_batch_size(learner):
     params = _params(learner)
     head = [k for k in params if k.startswith("head.")]

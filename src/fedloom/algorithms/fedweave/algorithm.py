@@ -184,7 +184,13 @@ class FedWeave(Algorithm):
         for c in range(int(labels.max()) + 1):
             members = rows[labels == c]
             params = {**download.tensors, **head}
-            schedule = learner.batches(self.cfg.warmup_steps, ctx.generator, self.local.batch_size, rows=members)
+            schedule = learner.batches(
+                self.cfg.warmup_steps,
+                ctx.generator,
+                self.local.batch_size,
+                rows=members,
+                length_buckets=self.local.length_buckets,
+            )
             fit = learner.fit(params, self.optimization(list(download.tensors)), len(schedule), ctx.generator,
                               schedule=schedule)  # fmt: skip
             upload.update({f"{BUCKET}{c}/{k}": fit.params[k] for k in download.tensors})
@@ -202,7 +208,11 @@ class FedWeave(Algorithm):
         sizes = [int((labels == c).sum()) for c in range(int(labels.max()) + 1)]
         steps = allocate_steps(sizes, max(self.local.steps, sum(s > 0 for s in sizes)))
         per_bucket = {
-            c: learner.batches(n, gen, self.local.batch_size, rows=rows[labels == c]) for c, n in enumerate(steps) if n
+            c: learner.batches(
+                n, gen, self.local.batch_size, rows=rows[labels == c], length_buckets=self.local.length_buckets
+            )
+            for c, n in enumerate(steps)
+            if n
         }
         head = {k: v for k, v in state.tensors.items() if k.startswith(HEAD_PREFIX)}
         experts = int(download.scalars[EXPERTS])

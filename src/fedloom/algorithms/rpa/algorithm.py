@@ -44,7 +44,13 @@ whose inputs never decay and which needs no signature download (eq. 28 without M
 ``score_scale="standardized"`` gives the scores unit spread across prototypes so η_π sets the
 log-odds step directly; ``prototype_b_std > 0`` makes the prototypes different functions from round 0;
 ``warm_start="residuals"`` sets them, in the first aggregating round, to the mean trained adapters of a
-clustering of the clients' residual sketches P·R (`warm_start.py`; individual residuals, so not summable).
+clustering of the clients' residual sketches P·R (`warm_start.py`; individual residuals, so not summable);
+with ``warm_start_rounds`` W > 1 the server sums each client's sketches over the first W rounds before it
+clusters (routes are held until then: there is nothing to route between), which averages away the noise
+of short local runs — one AdamW step is lr·sign(g), a sketch of a single 16-row batch's signs.
+``prototype_momentum`` μ gives the pool a server momentum, V ← μV + Δ̄, A ← A + βV (FedAvgM's rule per
+prototype): on the routing testbed plain averaging of one-step updates barely trains any shared model.
+``routing="improved"`` (config) selects the measured combination; ``routing="paper"`` is seed 000.
 
 Learned projection (``projection="learned"``; specs/rpa.md allows a learned low-rank map instead of
 a trainable q×d one). Routing happens in ``W P``: P is the public Rademacher projection and W
@@ -107,6 +113,8 @@ from fedloom.tasks.learner import HEAD_PREFIX, Learner
 PROTOTYPES, ACCUMULATORS, SIGNATURES = "prototypes", "accumulators", "signatures"
 RESIDUAL, ROUTE, LAST_RESIDUAL, PIECES = "residual", "route", "last_residual", "pieces"
 WARMED = "warmed"  # 1 once the warm start has set the prototypes (``warm_start="residuals"``)
+WARM_ROUNDS, SKETCH = "warm_rounds", "sketch/"  # rounds summed so far; a client's summed sketch Σ_k P·R_i^k
+VELOCITY = "velocity"  # the prototypes' server momentum (``prototype_momentum`` > 0)
 PROJECTION, HISTORY = "projection", "projection_history"  # the learned projection's W and its data
 SCORES, SCORE_MEAN, SCORE_ROUNDS = "scores", "score_mean", "score_rounds"  # population-centred scores
 
@@ -168,7 +176,9 @@ class RPA(Algorithm):
         learned = self._fit(projected) if self.learned else {}
         signatures = self._signatures(projected, learned.get(PROJECTION))
         tensors = {PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned}
-        scalars = {WARMED: 0} if self.warm else {}
+        if self.cfg.prototype_momentum:
+            tensors[VELOCITY] = torch.zeros_like(prototypes)
+        scalars = {WARMED: 0, WARM_ROUNDS: 0} if self.warm else {}
         if self.cfg.centred:
             tensors[SCORE_MEAN] = torch.zeros(self.cfg.prototypes)
             scalars[SCORE_ROUNDS] = 0
@@ -180,10 +190,11 @@ class RPA(Algorithm):
             sent[SIGNATURES] = server.tensors[SIGNATURES]
             if self.learned:
                 sent[PROJECTION] = server.tensors[PROJECTION]
+        scalars = {WARMED: server.scalars[WARMED]} if self.warm else {}  # routes stay put until warmed
         if self.cfg.centred:
             sent[SCORE_MEAN] = server.tensors[SCORE_MEAN]
-            return {c: Record(sent, {SCORE_ROUNDS: server.scalars[SCORE_ROUNDS]}) for c in clients}
-        return {c: Record(sent) for c in clients}
+            scalars[SCORE_ROUNDS] = server.scalars[SCORE_ROUNDS]
+        return {c: Record(sent, scalars) for c in clients}
 
     def upload_spec(self, download: Record, client: str) -> UploadSpec:
         m, d = download.tensors[PROTOTYPES].shape
@@ -196,32 +207,49 @@ class RPA(Algorithm):
         ups = list(uploads.values())
         weights = [float(u.scalars[NUM_EXAMPLES]) for u in ups]
         scores = aggregate_pieces([u.tensors[SCORES] for u in ups], weights) if self.cfg.centred else None
-        if self.warm and not server.scalars[WARMED]:  # beyond seed 000: prototypes from clustered residuals
-            return self._warm_start(server, ups, weights, scores)
         pieces = [self._pieces(u) for u in ups]  # eq. 19 per client
+        if self.warm and not server.scalars[WARMED]:  # beyond seed 000: prototypes from clustered residuals
+            return self._warm_up(server, uploads, weights, aggregate_pieces(pieces, weights), scores)
         return self._step(server, aggregate_pieces(pieces, weights), scores)
 
     @property
     def warm(self) -> bool:
         return self.cfg.warm_start == "residuals"
 
-    def _warm_clusters(self, uploads: Sequence[Record], weights: Sequence[float]) -> np.ndarray:
-        sketches = self._projected(torch.stack([u.tensors[RESIDUAL] for u in uploads]))
+    def _summed_sketches(self, server: Record, uploads: Mapping[str, Record]) -> dict[str, Tensor]:
+        """Each participant's residual sketch P·R summed over the warm-up rounds so far, this one included."""
+        return {
+            c: server.tensors.get(SKETCH + c, 0.0) + self._project(u.tensors[RESIDUAL]) for c, u in uploads.items()
+        }
+
+    def _warm_clusters(self, server: Record, uploads: Mapping[str, Record], weights: Sequence[float]) -> np.ndarray:
+        sketches = torch.stack(list(self._summed_sketches(server, uploads).values()))
         return sketch_clusters(
             sketches, weights, self.cfg.prototypes, derive_seed(self.seed, "rpa-warm-start") % 2**32
         )
 
-    def _warm_start(
-        self, server: Record, uploads: Sequence[Record], weights: Sequence[float], scores: Tensor | None
-    ) -> Record:
-        """Every prototype becomes its cluster's mean trained adapter Â_i + R_i; the step, as Δ̄, refreshes
-        the signatures as any other round's would."""
+    def _warm_up(
+        self, server: Record, uploads: Mapping[str, Record], weights: Sequence[float], mean: Tensor,
+        scores: Tensor | None,
+    ) -> Record:  # fmt: skip
+        """A warm-up round: sum the sketches; in the last one (``warm_start_rounds``) cluster the sums and
+        set each prototype to the routed adapter plus β times its cluster's mean residual — the step that
+        cluster alone would take. The jump, as Δ̄, refreshes the signatures as any other round's would."""
+        sketches = {SKETCH + c: s for c, s in self._summed_sketches(server, uploads).items()}
+        rounds = int(server.scalars[WARM_ROUNDS]) + 1
+        if rounds < self.cfg.warm_start_rounds:  # routes are held: every prototype takes the common step
+            stepped = self._step(server, mean, scores)
+            return Record({**stepped.tensors, **sketches}, {**stepped.scalars, WARM_ROUNDS: rounds})
+        ups = list(uploads.values())
         prototypes = server.tensors[PROTOTYPES]
-        trained = torch.stack([route_mix(u.tensors[ROUTE], prototypes) + u.tensors[RESIDUAL] for u in uploads])
-        labels = self._warm_clusters(uploads, weights)
+        trained = torch.stack(
+            [route_mix(u.tensors[ROUTE], prototypes) + self.cfg.server_lr * u.tensors[RESIDUAL] for u in ups]
+        )
+        labels = self._warm_clusters(server, uploads, weights)
         target = cluster_prototypes(trained, weights, labels, self.cfg.prototypes)
-        stepped = self._step(server, (target - prototypes) / self.cfg.server_lr, scores)
-        return Record(stepped.tensors, {**stepped.scalars, WARMED: 1})
+        stepped = self._step(server, (target - prototypes) / self.cfg.server_lr, scores, jump=True)
+        kept = {k: v for k, v in stepped.tensors.items() if not k.startswith(SKETCH)}  # no longer needed
+        return Record(kept, {**stepped.scalars, WARMED: 1, WARM_ROUNDS: rounds})
 
     # Secure aggregation (specs/rpa.md): the client decomposes its own residual and uploads the M
     # pieces (M·|R| instead of |R| + M), so the server learns only their sample-weighted mean (eq. 22)
@@ -241,10 +269,18 @@ class RPA(Algorithm):
         split = least_norm_pieces if self.cfg.decomposition == "least_norm" else naive_pieces
         return split(upload.tensors[RESIDUAL], upload.tensors[ROUTE])
 
-    def _step(self, server: Record, mean: Tensor, scores: Tensor | None = None) -> Record:
+    def _step(self, server: Record, mean: Tensor, scores: Tensor | None = None, jump: bool = False) -> Record:
         """Prototype step and signature refresh from the aggregated pieces Δ̄ [M, d]; with centred
-        scores, the participants' sample-weighted mean score of each prototype replaces the old one."""
-        prototypes = server.tensors[PROTOTYPES] + self.cfg.server_lr * mean  # eq. 23
+        scores, the participants' sample-weighted mean score of each prototype replaces the old one.
+        With ``prototype_momentum`` μ the step is β V, V ← μ V + Δ̄; a ``jump`` (the warm start) moves
+        the prototypes by β Δ̄ and leaves V alone."""
+        step, momentum = mean, {}
+        if self.cfg.prototype_momentum:
+            velocity = server.tensors[VELOCITY]
+            if not jump:
+                velocity = step = self.cfg.prototype_momentum * velocity + mean
+            momentum = {VELOCITY: velocity}
+        prototypes = server.tensors[PROTOTYPES] + self.cfg.server_lr * step  # eq. 23
         accumulators, signatures = server.tensors[ACCUMULATORS], server.tensors[SIGNATURES]
         learned = {k: server.tensors[k] for k in (HISTORY, PROJECTION) if k in server.tensors}
         if self.learned:  # W follows the directions the prototypes actually moved in
@@ -254,7 +290,9 @@ class RPA(Algorithm):
             accumulators = refresh_accumulator(accumulators, mean, self.cfg.signature_momentum)  # eq. 9
         if self.cfg.signature_refresh or self.learned:
             signatures = self._signatures(self._projected(accumulators), learned.get(PROJECTION))
-        tensors = {PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned}
+        carried = {k: v for k, v in server.tensors.items() if k.startswith(SKETCH)}
+        tensors = {PROTOTYPES: prototypes, ACCUMULATORS: accumulators, SIGNATURES: signatures, **learned,
+                   **momentum, **carried}  # fmt: skip
         scalars = dict(server.scalars)
         if self.cfg.centred:
             assert scores is not None
@@ -271,8 +309,8 @@ class RPA(Algorithm):
         update = (after.tensors[PROTOTYPES] - before.tensors[PROTOTYPES]).norm(dim=1)
         warm = {}
         if self.warm and after.scalars[WARMED] and not before.scalars[WARMED]:  # the warm start's clusters
-            ups = list(uploads.values())
-            labels = self._warm_clusters(ups, [float(u.scalars[NUM_EXAMPLES]) for u in ups])
+            weights = [float(u.scalars[NUM_EXAMPLES]) for u in uploads.values()]
+            labels = self._warm_clusters(before, uploads, weights)
             warm = {"warm_start_clusters": dict(zip(uploads, labels.tolist(), strict=True))}
         return {
             **warm,
@@ -321,7 +359,8 @@ class RPA(Algorithm):
         new_route, scores = route, torch.zeros_like(route)
         raw = scores
         seconds = {"calibration_seconds": 0.0, "routing_seconds": 0.0}
-        if self.cfg.route_update != "fixed" and self.cfg.prototypes > 1:
+        held = self.warm and not download.scalars[WARMED]  # warm-up rounds: no route to choose from yet
+        if self.cfg.route_update != "fixed" and self.cfg.prototypes > 1 and not held:
             # the calibration batch has its own stream, so every routing switch (fixed routes included)
             # trains on the same mini-batches and the switches compare paired
             draw = generator(self.seed, "rpa-calibration", ctx.round, learner.client_id)

@@ -52,7 +52,8 @@ def write_table(folder: Path, seed: int = 0) -> Path:
     for c in range(CLIENTS):
         for i, split in enumerate(["train"] * TRAIN + ["val"] * EVAL + ["test"] * EVAL):
             words = rng.choice(WORDS, size=40)
-            rows.append({"day": f"2024-01-{1 + i % 28:02d}", "ticker": f"c{c}s{i % 4}", "client": f"client{c}",
+            day = (pd.Timestamp("2024-01-01") + pd.Timedelta(days=i // 8)).date().isoformat()  # 8 stocks a day
+            rows.append({"day": day, "ticker": f"c{c}s{i % 8}", "client": f"client{c}",
                          "text": " ".join(words), "ret": float(rng.normal(0, 0.01)), "split": split})  # fmt: skip
     path = folder / "peer.csv"
     pd.DataFrame(rows).to_csv(path, index=False)

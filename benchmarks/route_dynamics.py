@@ -1,9 +1,10 @@
 """RPA's route dynamics over rounds and the per-client gain against heterogeneity, from a suite's run
 directories (issue 17; the shapes of seed 000's Tables 8 and 9). Not a test.
 
-For every RPA row: mean normalized route entropy (eq. 15), mean route change ‖π⁺ − π‖₁ per client-round
-and the load imbalance (max − min of the mean route) at chosen rounds, mean ± std over seeds; the final
-routes' purity against the planted groups. For every row, each client's test IC gain over a baseline
+For every RPA row, at chosen rounds, mean ± std over seeds, as seed 000's Table 8: mean normalized route
+entropy (eq. 15), collapse rate (share of clients with max π > 0.9), load imbalance (max − min of the
+mean route) and mean route change ‖π⁺ − π‖₁ per client-round; then the final routes' purity against the
+planted groups. For every row, each client's test IC gain over a baseline
 row next to its heterogeneity score, with Spearman's ρ (scipy) over all clients and seeds.
 
     python benchmarks/route_dynamics.py runs/suites/routing-testbed-cpu --baseline fedavgm/improved
@@ -29,15 +30,20 @@ def rows(suite: Path) -> dict[str, list[Path]]:
     return out
 
 
-def dynamics(run: Path, rounds: list[int]) -> dict[int, tuple[float, float, float]]:
-    """round → (route entropy, mean route change, load imbalance)."""
+def dynamics(run: Path, rounds: list[int]) -> dict[int, tuple[float, float, float, float]]:
+    """round → (route entropy, collapse rate, load imbalance, mean route change)."""
     out = {}
     for line in (run / "metrics.jsonl").read_text().splitlines():
         record = json.loads(line)
         diag = record.get("diagnostics") or {}
         if record["round"] in rounds and "route_entropy" in diag:
             change = np.mean([m["route_change"] for m in record["train"].values()])
-            out[record["round"]] = (diag["route_entropy"], float(change), diag["load_imbalance"])
+            out[record["round"]] = (
+                diag["route_entropy"],
+                diag["collapse_rate"],
+                diag["load_imbalance"],
+                float(change),
+            )
     return out
 
 
@@ -45,10 +51,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("suite", type=Path)
     parser.add_argument("--baseline", default="fedavgm/improved", help="row the per-client gain is measured against")
-    parser.add_argument("--rounds", type=int, nargs="+", default=[1, 8, 9, 16, 32, 64])
+    parser.add_argument("--rounds", type=int, nargs="+", default=[10, 25, 50, 64])
     args = parser.parse_args()
     table = rows(args.suite)
-    print("| row | " + " | ".join(f"round {k}: entropy / change / imbalance" for k in args.rounds) + " | purity |")
+    print(
+        "| row | "
+        + " | ".join(f"round {k}: entropy / collapse / imbalance / change" for k in args.rounds)
+        + " | purity |"
+    )
     print("|---|" + "---|" * (len(args.rounds) + 1))
     for row, runs in table.items():
         if not row.startswith("rpa"):

@@ -22,7 +22,7 @@ run: setup
 	$(BIN)/fedloom compare --methods local,fedavg,fedavgm,rpa --config configs/default.yaml --out runs/default --overwrite
 
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not integration"

@@ -159,6 +159,7 @@ def reference(table: Path, dtype: str, top2: bool) -> None:
     clients = {c: np.flatnonzero(raw["client"].to_numpy() == c) for c in sorted(raw["client"].unique())}
     split = raw["split"].to_numpy()
     gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)  # the heads' initialization, so repeats train the same model
     heads = {c: torch.nn.Linear(decoder.config.hidden_size, 1) for c in clients}
     global_state = {k: v.clone() for k, v in get_peft_model_state_dict(model).items()}
     loaded = time.perf_counter()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import settings
 
 from fedloom.backbone.loading import Backbone, load_backbone
 from fedloom.backbone.lora import LoraSpec
@@ -15,6 +16,14 @@ from fedloom.backbone.model import AdaptedLM
 from fedloom.experiments.config import RunConfig, load_config
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+# No per-example time limit: property tests assert math, and a loaded 2-core machine (or the other pytest
+# worker) can make any example slow.
+settings.register_profile("fedloom", deadline=None)
+settings.load_profile("fedloom")
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # `make test` runs two workers on 2 cores: one thread each, since
+    torch.set_num_threads(1)  # oversubscribed OpenMP threads spin and make every test several times slower
 
 
 @pytest.fixture(autouse=True)
@@ -60,6 +69,20 @@ def fedloom_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "cache"
     monkeypatch.setenv("FEDLOOM_CACHE", str(path))
     return path
+
+
+# Files whose tests start Flower processes (SuperLink, SuperNodes) or a Ray simulation.
+FLOWER_FILES = {"test_flower_sim.py", "test_deployment.py", "test_across_namespaces.py", "test_app_approval.py",
+                "test_node_worker.py"}  # fmt: skip
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under `pytest -n 2 --dist loadgroup` (make test) the Flower and Ray tests run one after another on
+    one worker while the other worker takes the rest: two Flower fleets or Ray clusters starting at once
+    on 2 cores starve each other's start-up."""
+    for item in items:
+        if item.path.name in FLOWER_FILES or "flower_sim" in item.name:
+            item.add_marker(pytest.mark.xdist_group("flower"))
 
 
 def pytest_report_header(config: pytest.Config) -> str:

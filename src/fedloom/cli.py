@@ -347,6 +347,12 @@ def suite(
     out: Annotated[Path | None, typer.Option(help="suite directory (default runs/suites/<name>)")] = None,
     workers: Annotated[int, typer.Option(min=1, help="jobs at once, each pinned to its share of the cores")] = 1,
     dry_run: Annotated[bool, typer.Option(help="list the jobs, their state and estimated time; run nothing")] = False,
+    only: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="only the jobs whose folder matches this shell pattern, e.g. 'synthetic/rpa/*' (repeatable)"
+        ),
+    ] = None,
     data_dir: DataDirOpt = None,
     set_: SetOpt = None,
     track: TrackOpt = None,
@@ -356,11 +362,11 @@ def suite(
     import signal
 
     from fedloom.experiments.suite import SuiteRunner, estimate, job_status, measured_seconds
-    from fedloom.experiments.suite_spec import load_suite
+    from fedloom.experiments.suite_spec import load_suite, select_jobs
     from fedloom.experiments.tracking import check_tracker
 
     check_tracker(track)
-    spec = load_suite(file, _with_data_dir(set_, data_dir))
+    spec = select_jobs(load_suite(file, _with_data_dir(set_, data_dir)), only or [])
     suite_dir = out or Path("runs/suites") / spec.config.name
     if dry_run:
         times = measured_seconds(suite_dir)

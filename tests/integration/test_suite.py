@@ -43,6 +43,8 @@ def test_the_smoke_suite_runs_then_a_rerun_skips_both_jobs(tmp_path: Path):
 
     dry = fedloom("suite", str(SMOKE), "--out", str(out), "--dry-run")
     assert dry.returncode == 0 and dry.stdout.count("finished") == 2
+    part = fedloom("suite", str(SMOKE), "--out", str(out), "--dry-run", "--only", "*/local/*")
+    assert part.returncode == 0 and "local/default/seed0" in part.stdout and "fedavg" not in part.stdout
 
     table = fedloom("table", str(out), "--reference", "fedavg", "--csv", str(tmp_path / "t.csv"))
     assert table.returncode == 0, table.stderr[-3000:]

@@ -26,7 +26,6 @@ from fedloom.data.schema import SampleTable
 from fedloom.experiments.config import RunConfig, config_digest
 from fedloom.experiments.daily import POOLED, daily_metrics, regime_breakdown, test_predictions
 from fedloom.experiments.methods import build_method
-from fedloom.experiments.plots import draw_heatmap
 from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics, portfolio_report
 from fedloom.experiments.report import single_report
 from fedloom.experiments.resume import check_checkpoint, resume_changes
@@ -128,6 +127,10 @@ def write_run_report(rundir: RunDirectory, report: RunReport, title: str) -> Non
     """A method's declared end-of-run files (``<name>.json``) and heatmaps (``<name>.png``)."""
     for name, content in report.files.items():
         rundir.write_json(f"{name}.json", content)
+    if not report.heatmaps:
+        return
+    from fedloom.experiments.plots import draw_heatmap  # matplotlib (~0.5 s): imported only by runs that draw
+
     for name, heatmap in report.heatmaps.items():
         draw_heatmap(heatmap, rundir.path / f"{name}.png", f"{title}\n{heatmap.title}")
 

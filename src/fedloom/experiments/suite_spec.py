@@ -22,7 +22,8 @@ from __future__ import annotations
 import json
 import re
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +176,21 @@ def load_suite(path: Path, extra_overrides: list[str] | None = None) -> Suite:
     jobs = distinct(jobs)
     _check_rows(path, cfg, jobs)
     return Suite(cfg, base, jobs)
+
+
+def select_jobs(suite: Suite, patterns: list[str]) -> Suite:
+    """The suite cut to the jobs whose folder (``<dataset>/<method>/<switches>/seed<k>``) matches one of the
+    shell patterns, e.g. ``synthetic/rpa/paper/*``; a pattern that matches no job is an error (a typo would
+    otherwise run nothing, or everything)."""
+    if not patterns:
+        return suite
+    unmatched = [p for p in patterns if not any(fnmatchcase(job.folder, p) for job in suite.jobs)]
+    if unmatched:
+        raise ConfigError(
+            f"--only {', '.join(unmatched)} matches no job of suite {suite.config.name} "
+            f"(jobs look like {suite.jobs[0].folder})"
+        )
+    return replace(suite, jobs=[job for job in suite.jobs if any(fnmatchcase(job.folder, p) for p in patterns)])
 
 
 def distinct(jobs: list[Job]) -> list[Job]:

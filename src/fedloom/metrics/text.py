@@ -13,7 +13,6 @@ import re
 from collections.abc import Sequence
 
 import numpy as np
-from rouge_score import rouge_scorer
 
 ROUGE_TYPES = ("rouge1", "rouge2", "rougeLsum")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -27,6 +26,8 @@ def rouge_f1(
     example's references, plus ``rouge_mean`` — their average, the number seed 002 reports for CoEdIT."""
     if len(predictions) != len(references) or not predictions:
         raise ValueError(f"need one reference list per prediction, got {len(predictions)} and {len(references)}")
+    from rouge_score import rouge_scorer  # nltk and scipy.stats behind it: ~0.8 s, only for text tasks
+
     scorer = rouge_scorer.RougeScorer(list(ROUGE_TYPES), use_stemmer=use_stemmer)
     totals = dict.fromkeys(ROUGE_TYPES, 0.0)
     for pred, refs in zip(predictions, references, strict=True):

@@ -8,7 +8,7 @@ import pytest
 
 from fedloom.errors import ConfigError
 from fedloom.experiments.suite import SuiteState, cpu_shares, estimate, job_command
-from fedloom.experiments.suite_spec import load_suite
+from fedloom.experiments.suite_spec import load_suite, select_jobs
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -34,6 +34,25 @@ switches: {default: {}, m1: {methods.rpa.prototypes: 1}}
     assert job.folder == "synthetic/rpa/m1/seed1" and job.label.row == "rpa/m1"
     assert job.config.methods.rpa.prototypes == 1 and job.config.rounds == 3 and job.config.train.steps == 2
     assert job.config.seed == 1 and job.config.backbone == "tiny-random-llama"
+
+
+def test_only_keeps_the_matching_jobs_and_refuses_a_pattern_that_matches_none(tmp_path: Path):
+    path = write(tmp_path, """
+name: grid
+base: base.yaml
+methods: [fedavg, rpa]
+seeds: [0, 1]
+switches: {default: {}, m1: {methods.rpa.prototypes: 1}}
+""")  # fmt: skip
+    suite = load_suite(path)
+    assert select_jobs(suite, []) is suite
+    kept = select_jobs(suite, ["synthetic/rpa/m1/*", "*/fedavg/*/seed1"])
+    assert [j.folder for j in kept.jobs] == [
+        "synthetic/fedavg/default/seed1", "synthetic/rpa/m1/seed0", "synthetic/rpa/m1/seed1"
+    ]  # fmt: skip
+    assert kept.config == suite.config
+    with pytest.raises(ConfigError, match=r"--only synthetic/rpa/m2/\* matches no job"):
+        select_jobs(suite, ["synthetic/rpa/m1/*", "synthetic/rpa/m2/*"])
 
 
 @pytest.mark.parametrize(

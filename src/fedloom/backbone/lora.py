@@ -158,15 +158,14 @@ class LoraLinear(nn.Module):
         stacked alike (one ``@ B``); one dropout mask shared by all slots."""
         As = [b.params[lora_a_key(self.path, slot)] for slot in b.slots]
         Bs = [b.params[lora_b_key(self.path, slot)] for slot in b.slots]
-        ranks = [a.shape[0] for a in As]
+        ranks = torch.tensor([a.shape[0] for a in As], device=x.device)
         A, B = torch.cat(As).to(x.device), torch.cat(Bs, dim=1).to(x.device)
-        scale = torch.cat([torch.full((r,), self.spec.scaling(r), dtype=A.dtype) for r in ranks]).to(x.device)
-        z = F.linear(F.dropout(x.to(A.dtype), p=self.spec.dropout, training=b.train), A) * scale
+        scales = torch.tensor([self.spec.scaling(a.shape[0]) for a in As], dtype=A.dtype, device=x.device)
+        h = F.dropout(x.to(A.dtype), p=self.spec.dropout, training=b.train)
+        z = F.linear(h, A) * scales.repeat_interleave(ranks)  # α/r_k on slot k's rank rows
         if b.weights is not None:  # [N, S] → a weight per rank row, broadcast over the token axes
-            rows = torch.repeat_interleave(
-                torch.arange(len(ranks), device=x.device), torch.tensor(ranks, device=x.device)
-            )
-            z = z * b.weights.to(x.device, A.dtype)[:, rows].view(x.shape[0], *([1] * (x.dim() - 2)), -1)
+            weights = b.weights.to(x.device, A.dtype).repeat_interleave(ranks, dim=1)
+            z = z * weights.view(x.shape[0], *([1] * (x.dim() - 2)), -1)
         return F.linear(z, B)
 
     def _sparse(self, x: Tensor, y: Tensor, b: Binding, weights: Tensor) -> Tensor:

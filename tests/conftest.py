@@ -71,7 +71,8 @@ def fedloom_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
-# Files whose tests start Flower processes (SuperLink, SuperNodes) or a Ray simulation.
+# Files whose tests start Flower processes (SuperLink, SuperNodes) or a Ray simulation; a test elsewhere
+# that does carries `@pytest.mark.xdist_group("flower")` itself.
 FLOWER_FILES = {"test_flower_sim.py", "test_deployment.py", "test_across_namespaces.py", "test_app_approval.py",
                 "test_node_worker.py"}  # fmt: skip
 
@@ -81,7 +82,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     one worker while the other worker takes the rest: two Flower fleets or Ray clusters starting at once
     on 2 cores starve each other's start-up."""
     for item in items:
-        if item.path.name in FLOWER_FILES or "flower_sim" in item.name:
+        if item.path.name in FLOWER_FILES:
             item.add_marker(pytest.mark.xdist_group("flower"))
 
 

@@ -144,6 +144,7 @@ def test_compare_shares_one_workspace(tmp_path, monkeypatch, capsys):
     assert local["communication"] == {"download_bytes": 0, "upload_bytes": 0, "by_group": {}}
 
 
+@pytest.mark.xdist_group("flower")  # a Ray simulation: with the Flower tests on one worker (conftest.py)
 def test_flower_sim_writes_the_same_run_directory(tmp_path: Path):
     common = ["--method", "fedavg", "--dataset", "synthetic", "--backbone", "tiny-random-llama", "--rounds", "2",
               "--seed", "0", *SMALL]  # fmt: skip

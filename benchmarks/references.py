@@ -1,8 +1,9 @@
 """Training cost of the neural references at the full CSI300 panel's size (issue 18): seconds per
 optimizer step at each model's Qlib batch size, times the steps of one epoch over the 335,441 training
 rows of `configs/csi300-full.yaml` (Alpha360 without vwap: 5 fields × 60 days); GATs steps one day
-of ~290 stocks at a time, 1,155 training days. Random inputs (no training signal is needed to time
-a step). Run: ``python benchmarks/references.py [--out FILE.json]``.
+of ~290 stocks at a time, 1,155 training days, as do MASTER (8 days × 157 Alpha158 features + 63
+market columns) and HIST (Alpha360 + 166 concept columns). Random inputs (no training signal is
+needed to time a step). Run: ``python benchmarks/references.py [--out FILE.json]``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import torch
 
 from fedloom.references.config import ReferenceOptions
 from fedloom.references.graph import StockAttention
+from fedloom.references.hist import HIST
+from fedloom.references.master import MASTER
 from fedloom.references.mlp import mlp
 from fedloom.references.sequence import sequence_network
 
@@ -47,10 +50,16 @@ def main() -> None:
     for name in ("lstm", "gru", "alstm", "tcn", "transformer"):
         cfg = getattr(options, name)
         nets[name] = (sequence_network(FIELDS, STEPS, 1, cfg), cfg.batch_rows, FIELDS * STEPS)
-    nets["gat (one day)"] = (StockAttention(FIELDS, 1, options.gat), TRAIN_ROWS // TRAIN_DAYS, FIELDS * STEPS)
+    day = TRAIN_ROWS // TRAIN_DAYS
+    nets["gat (one day)"] = (StockAttention(FIELDS, 1, options.gat), day, FIELDS * STEPS)
+    series, market = torch.arange(8 * 157).reshape(8, 157), torch.arange(8 * 157, 8 * 157 + 63)
+    nets["master (one day)"] = (MASTER(series, market, 1, options.master), day, 8 * 157 + 63)
+    concepts = torch.arange(FIELDS * STEPS, FIELDS * STEPS + 166)
+    nets["hist (one day)"] = (HIST(FIELDS, torch.arange(FIELDS * STEPS), concepts, 1, options.hist), day,
+                              FIELDS * STEPS + 166)  # fmt: skip
     for name, (net, batch, inputs) in nets.items():
         seconds = step_seconds(net, batch, inputs)
-        steps = TRAIN_DAYS if name.startswith("gat") else -(-TRAIN_ROWS // batch)
+        steps = TRAIN_DAYS if name.endswith("(one day)") else -(-TRAIN_ROWS // batch)
         rows[name] = {"batch": batch, "seconds_per_step": seconds, "steps_per_epoch": steps,
                       "seconds_per_epoch": seconds * steps}  # fmt: skip
         print(f"{name:28s} batch {batch:5d}  {seconds * 1e3:8.0f} ms/step  {seconds * steps:8.0f} s/epoch")

@@ -29,7 +29,7 @@ DATA = ["--set", f"data.data_dir={SHARED_DATA}"]
 CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 TINY_SEQUENCES = [
     arg
-    for name in SEQUENCE_REFERENCES
+    for name in (*SEQUENCE_REFERENCES, "master", "hist")
     for setting in ("max_epochs=3", "hidden_size=16")
     for arg in ("--set", f"references.{name}.{setting}")
 ]
@@ -50,13 +50,22 @@ def fedloom(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "fedloom.cli", *args], capture_output=True, text=True, timeout=900)
 
 
+def sets(*assignments: str) -> list[str]:
+    return [arg for a in assignments for arg in ("--set", a)]
+
+
 @pytest.mark.parametrize(
     ("names", "features"),
     [
-        (sorted(set(REFERENCES) - set(SEQUENCE_REFERENCES)), []),
-        (SEQUENCE_REFERENCES, ["--set", "data.qlib_cn.features=alpha360"]),  # 5 fields x the last 4 days
+        (sorted(name for name, r in REFERENCES.items() if r.reads == "rows"), []),
+        (SEQUENCE_REFERENCES, sets("data.qlib_cn.features=alpha360")),  # 5 fields x the last 4 days
+        (
+            ["master"],
+            sets("data.qlib_cn.step_len=8", "data.qlib_cn.market=true", "references.master.temporal_heads=2"),
+        ),
+        (["hist"], sets("data.qlib_cn.features=alpha360", "data.qlib_cn.concepts=true")),
     ],
-    ids=["tabular", "sequence"],
+    ids=["tabular", "sequence", "market", "concepts"],
 )
 def test_every_reference_writes_a_run_directory_the_table_reads(
     tmp_path: Path, names: list[str], features: list[str]

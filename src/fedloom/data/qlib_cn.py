@@ -42,7 +42,7 @@ import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedloom.data import alpha
+from fedloom.data import alpha, market
 from fedloom.data.alpha import ALPHA158, ALPHA360, ALPHA360_FIELDS, QLIB_NN_FEATURES, Bars
 from fedloom.data.files import cached_frame, dataset_dir
 from fedloom.data.reading import read_csv, refuse_duplicates
@@ -55,8 +55,11 @@ INDEXES = {"csi300": ("CSI300", "SH000300"), "csi800": ("CSI800", "SH000906")}
 QLIB_CN_SPLIT = SplitDates(train_start="2018-01-01", val_start="2023-01-01", test_start="2024-01-01")
 LIMIT_THRESHOLD = 0.095  # Qlib's cn exchange: a move of ±9.5 % or more blocks trading that day
 MAD_SCALE, CLIP = 1.4826, 3.0
+CONCEPT = "CONCEPT_"  # prefix of the 0/1 concept-membership columns (HIST)
 # the cached table's identity includes the code that computes it (features, label, universe)
-FEATURE_CODE = hashlib.sha256(Path(alpha.__file__).read_bytes() + Path(__file__).read_bytes()).hexdigest()[:16]
+FEATURE_CODE = hashlib.sha256(
+    b"".join(Path(m).read_bytes() for m in (alpha.__file__, market.__file__, __file__))
+).hexdigest()[:16]
 
 
 class QlibCnConfig(BaseModel):
@@ -81,6 +84,13 @@ class QlibCnConfig(BaseModel):
         "cs_rank", description="training target (cs_rank: CSRankNorm, as Qlib's benchmark workflows)"
     )
     split_dates: SplitDates = Field(QLIB_CN_SPLIT, description="train 2018–2022, val 2023, test 2024–")
+    step_len: int = Field(
+        1, ge=1, le=60, description="days of history per sample: >1 adds every feature at lags 1…step_len−1 as NAME@k"
+    )
+    market: bool = Field(False, description="append MASTER's 63 market-status features (fedloom.data.market)")
+    concepts: bool = Field(
+        False, description="append 0/1 CONCEPT_* columns: SW level-1 and level-2 industry membership (HIST's stand-in)"
+    )
     cache: bool = Field(True, description="cache the built table under $FEDLOOM_CACHE/data")
 
 
@@ -152,17 +162,25 @@ def cross_sectional(values: pd.Series, dates: pd.Series, method: str) -> pd.Seri
     return out.fillna(0.0)
 
 
-def robust_zscore(x: np.ndarray, fit_rows: np.ndarray) -> np.ndarray:
-    """Qlib RobustZScoreNorm(clip_outlier) + Fillna: median / (1.4826·MAD) fitted on ``fit_rows``."""
+def robust_stats(x: np.ndarray, fit_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Qlib RobustZScoreNorm's fit: the median and 1.4826·MAD of each column over ``fit_rows``."""
     fit = x[fit_rows]
     median = np.nanmedian(fit, axis=0)
-    mad = (np.nanmedian(np.abs(fit - median), axis=0) + 1e-12) * MAD_SCALE
-    z = np.clip((x - median) / mad, -CLIP, CLIP)
-    return np.nan_to_num(z, nan=0.0).astype(np.float32)
+    return median, (np.nanmedian(np.abs(fit - median), axis=0) + 1e-12) * MAD_SCALE
 
 
-def feature_names(cfg: QlibCnConfig) -> tuple[str, ...]:
-    """The covariate columns the config selects."""
+def robust_apply(x: np.ndarray, median: np.ndarray, mad: np.ndarray) -> np.ndarray:
+    """RobustZScoreNorm(clip_outlier) + Fillna: (x − median) / MAD clipped to ±3, missing values 0."""
+    return np.nan_to_num(np.clip((x - median) / mad, -CLIP, CLIP), nan=0.0).astype(np.float32)
+
+
+def robust_zscore(x: np.ndarray, fit_rows: np.ndarray) -> np.ndarray:
+    """Qlib RobustZScoreNorm(clip_outlier) + Fillna fitted on ``fit_rows``."""
+    return robust_apply(x, *robust_stats(x, fit_rows))
+
+
+def base_features(cfg: QlibCnConfig) -> tuple[str, ...]:
+    """The stock features of day t the config selects (before lags and market status)."""
     if cfg.features == "alpha158":
         return QLIB_NN_FEATURES if cfg.feature_set == "compact" else tuple(ALPHA158)
     if cfg.feature_set == "all":
@@ -170,10 +188,24 @@ def feature_names(cfg: QlibCnConfig) -> tuple[str, ...]:
     return tuple(f"{field}{lag}" for field in ALPHA360_FIELDS for lag in range(3, -1, -1))
 
 
+def feature_names(cfg: QlibCnConfig) -> tuple[str, ...]:
+    """The covariate columns: the features at lags step_len−1 … 1 (``NAME@k``, oldest first), then day t's,
+    then the market status (MASTER's input layout: a [T, F] series per stock plus the day's market)."""
+    base = base_features(cfg)
+    lagged = tuple(f"{name}@{lag}" for lag in range(cfg.step_len - 1, 0, -1) for name in base)
+    return lagged + base + (market.market_names() if cfg.market else ())
+
+
 def build_qlib_table(
-    bars: pd.DataFrame, intervals: pd.DataFrame, industry: pd.DataFrame, cfg: QlibCnConfig, index: str
+    bars: pd.DataFrame,
+    intervals: pd.DataFrame,
+    industry: pd.DataFrame,
+    cfg: QlibCnConfig,
+    index: str,
+    index_daily: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """The sample frame from in-memory inputs (pure, so tests can perturb bars)."""
+    """The sample frame from in-memory inputs (pure, so tests can perturb bars); ``index_daily`` (long
+    index bars) is read only for the market status."""
     if index not in INDEXES:
         raise DataError(f"unknown index {index!r}; expected one of {sorted(INDEXES)}")
     if index == "csi800" and cfg.membership != "sqlib":
@@ -198,15 +230,30 @@ def build_qlib_table(
     t, i = np.nonzero(active)
     if len(t) == 0:
         raise DataError(f"{index}: no member-day has bars and a label inside the split dates")
-    names = feature_names(cfg)
+    names, base = feature_names(cfg), base_features(cfg)
     library = ALPHA158 if cfg.features == "alpha158" else ALPHA360
-    x = np.empty((len(t), len(names)), dtype=np.float32)
-    for k, name in enumerate(names):
-        x[:, k] = library[name](wide).to_numpy()[t, i]
-    x[~np.isfinite(x)] = np.nan
     day_split = split.to_numpy()[t]
-    if cfg.feature_norm == "robust_zscore":
-        x = robust_zscore(x, np.flatnonzero(day_split == "train"))
+    train_rows = np.flatnonzero(day_split == "train")
+    x = np.empty((len(t), len(names)), dtype=np.float32)
+    column = {name: k for k, name in enumerate(names)}
+    for name in base:
+        values = library[name](wide).to_numpy()
+        values = np.where(np.isfinite(values), values, np.nan)  # a copy: feature frames may be shared
+        x[:, column[name]] = values[t, i]
+        stats = robust_stats(x[:, column[name]], train_rows) if cfg.feature_norm == "robust_zscore" else None
+        for lag in range(cfg.step_len):  # a lag is day t−k's value, normalized as day t's (Qlib's TSDataSampler)
+            k = column[name if lag == 0 else f"{name}@{lag}"]
+            if lag:
+                x[:, k] = np.where(t >= lag, values[np.maximum(t - lag, 0), i], np.nan)
+            if stats is not None:
+                x[:, k] = robust_apply(x[:, k], *stats)
+    if cfg.market:
+        if index_daily is None:
+            raise DataError("data.qlib_cn.market needs the index bars (index_daily.csv)")
+        status = market.market_status(index_daily, dates).to_numpy(np.float64)[t]
+        status[~np.isfinite(status)] = np.nan
+        first = column[market.market_names()[0]]
+        x[:, first:] = robust_zscore(status, train_rows) if cfg.feature_norm == "robust_zscore" else status
     sector = dict(zip(industry["instrument"], industry["sw_l1_en"], strict=True))
     frame = pd.DataFrame({"date": dates[t], "instrument": instruments[i]})
     frame["group"] = frame["instrument"].map(sector).fillna("Unknown")
@@ -214,7 +261,25 @@ def build_qlib_table(
     returns = pd.Series(label.to_numpy()[t, i])
     tail = pd.DataFrame({"return": returns, "target": cross_sectional(returns, frame["date"], cfg.label_norm)})
     tail["split"] = day_split
-    return pd.concat([frame, pd.DataFrame(x, columns=list(names)), tail], axis=1)
+    parts = [frame, pd.DataFrame(x, columns=list(names))]
+    if cfg.concepts:
+        parts.append(concept_columns(frame["instrument"], industry))
+    return pd.concat([*parts, tail], axis=1)
+
+
+def concept_columns(instruments: pd.Series, industry: pd.DataFrame) -> pd.DataFrame:
+    """Each row's concept memberships as 0/1 columns ``CONCEPT_L1_<code>`` / ``CONCEPT_L2_<code>``: the SW
+    level-1 and level-2 industries of its stock (from the level-3 ``sw_code``). HIST reads Qlib's
+    stock-to-concept matrix of market concept boards, which the bundle lacks; two industry levels
+    stand in (every stock in exactly two concepts; a stock without an industry in none)."""
+    code = dict(zip(industry["instrument"], industry["sw_code"].astype(str), strict=True))
+    codes = instruments.map(code)
+    columns = {}
+    for level, digits in (("L1", 2), ("L2", 4)):
+        prefix = codes.str[:digits]
+        for value in sorted(prefix.dropna().unique()):
+            columns[f"{CONCEPT}{level}_{value}"] = (prefix == value).to_numpy(np.float32)
+    return pd.DataFrame(columns, index=instruments.index)
 
 
 def load_qlib_cn(data_dir: Path | str | None, cfg: QlibCnConfig, index: str) -> SampleTable:
@@ -224,7 +289,8 @@ def load_qlib_cn(data_dir: Path | str | None, cfg: QlibCnConfig, index: str) -> 
     def build() -> pd.DataFrame:
         intervals = read_csv(folder / "membership.csv.gz")
         industry = read_csv(folder / "industry_sw2021.csv")
-        return build_qlib_table(load_bars(folder), intervals, industry, cfg, index)
+        index_daily = read_csv(folder / "index_daily.csv", dates=("date",)) if cfg.market else None
+        return build_qlib_table(load_bars(folder), intervals, industry, cfg, index, index_daily)
 
     sources = [folder / f for f in FILES]
     key = {"index": index, "code": FEATURE_CODE, **cfg.model_dump(mode="json", exclude={"cache"})}
@@ -235,7 +301,10 @@ def load_qlib_cn(data_dir: Path | str | None, cfg: QlibCnConfig, index: str) -> 
     ]
     if index == "csi800":
         notes.append("CSI800 covers only members that were in CSI300 at some time since 2018 (bundled bars)")
-    return SampleTable(frame, feature_names(cfg), index, task_kind="ranking", notes=tuple(notes))
+    if cfg.concepts:
+        notes.append("concepts are SW level-1/2 industries (a July-2023 snapshot), not Qlib's concept boards")
+    concepts = tuple(c for c in frame.columns if c.startswith(CONCEPT))
+    return SampleTable(frame, feature_names(cfg) + concepts, index, task_kind="ranking", notes=tuple(notes))
 
 
 def market_frame(data_dir: Path | str | None, folder: str = "qlib_cn") -> pd.DataFrame:

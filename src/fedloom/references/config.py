@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class _Strict(BaseModel):
@@ -138,6 +138,40 @@ class GATConfig(EncoderConfig):
     learning_rate: float = Field(1e-4, gt=0)
 
 
+class HISTConfig(EncoderConfig):
+    """examples/benchmarks/HIST/workflow_config_hist_Alpha360.yaml (qlib/contrib/model/pytorch_hist.py):
+    an LSTM encoder over Alpha360, one day per step, early stopping on the validation IC. Qlib starts
+    the encoder from its pretrained LSTM and reads a stock-to-concept matrix of concept boards; here the
+    encoder starts from scratch and SW industries stand in for concepts (``data.qlib_cn.concepts=true``)."""
+
+    encoder: Literal["lstm", "gru"] = Field("lstm", description="Qlib's base_model")
+    learning_rate: float = Field(1e-4, gt=0)
+
+
+class MASTERConfig(_Strict):
+    """MASTER (Li et al., AAAI 2024): SJTU-Quant/MASTER main.py and master.py (d_model 256, t_nhead 4,
+    s_nhead 2, dropout 0.5, β 5 on CSI300 / 2 on CSI800, lr 1e-5, 40 epochs, stop once the training
+    loss is ≤ 0.95; one day per step, each day's top and bottom 2.5 % labels left out and the rest
+    z-scored). Inputs: ``data.qlib_cn.step_len=8`` and ``data.qlib_cn.market=true``."""
+
+    hidden_size: int = Field(256, ge=2, description="d_model")
+    temporal_heads: int = Field(4, ge=1, description="heads of the intra-stock (over time) attention")
+    stock_heads: int = Field(2, ge=1, description="heads of the inter-stock (over the day's stocks) attention")
+    dropout_rate: float = Field(0.5, ge=0, lt=1, description="attention and feed-forward dropout")
+    beta: float = Field(5.0, gt=0, description="gate temperature β (MASTER: 5 on CSI300, 2 on CSI800)")
+    learning_rate: float = Field(1e-5, gt=0, description="Adam learning rate")
+    max_epochs: int = Field(40, ge=1, description="passes over the training days at most")
+    train_loss_stop: float = Field(0.95, gt=0, description="stop after an epoch whose mean training MSE is ≤ this")
+    drop_extreme: float = Field(0.025, ge=0, lt=0.5, description="share of each day's top and bottom labels left out")
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> MASTERConfig:
+        for heads in (self.temporal_heads, self.stock_heads):
+            if self.hidden_size % heads:
+                raise ValueError(f"hidden_size {self.hidden_size} is not divisible by {heads} heads")
+        return self
+
+
 class ReferenceOptions(_Strict):
     """How reference models train (``method`` = one of `fedloom methods`' references)."""
 
@@ -156,3 +190,5 @@ class ReferenceOptions(_Strict):
     tcn: TCNConfig = TCNConfig()
     transformer: TransformerConfig = TransformerConfig()
     gat: GATConfig = GATConfig()
+    hist: HISTConfig = HISTConfig()
+    master: MASTERConfig = MASTERConfig()

@@ -33,6 +33,10 @@ class Schedule:
     sampling: Literal["replacement", "epochs", "days"] = "replacement"  # days: one step = one day's stocks
     grad_clip: float | None = None  # clip every gradient value to ±grad_clip (Qlib's RNNs: 3.0)
     halve_on_plateau: bool = False  # halve the learning rate after 10 validations without improvement
+    day_zscore: bool = False  # targets z-scored within each day (MASTER's CSZScoreNorm of the label)
+    trim: float = 0.0  # per day step: leave out this fraction of the highest and of the lowest targets
+    train_loss_stop: float | None = None  # stop after a pass whose mean training loss is ≤ this; keep the last weights
+    stop_on: Literal["loss", "ic"] = "loss"  # what early stopping watches: validation loss, or mean daily IC (HIST)
 
 
 def batches(
@@ -59,6 +63,42 @@ def batches(
         order = torch.randperm(n, generator=generator)
         for start in range(0, n, size):
             yield order[start : start + size], epoch + 1 == schedule.length and start + size >= n
+
+
+def valid_days(fold: Fold) -> np.ndarray:
+    """The fold's dates, which early stopping on the daily IC needs."""
+    if fold.days is None:
+        raise ValueError("early stopping on the daily IC needs each validation row's date")
+    return fold.days
+
+
+def trimmed(rows: torch.Tensor, y: torch.Tensor, fraction: float) -> torch.Tensor:
+    """``rows`` without the ⌊fraction·n⌋ highest and lowest targets (MASTER's drop_extreme; all kept when
+    that is 0)."""
+    k = int(fraction * len(rows))
+    return rows if k == 0 else rows[torch.argsort(y[rows])[k:-k]]
+
+
+def day_zscored(y: torch.Tensor, days: np.ndarray) -> torch.Tensor:
+    """Each day's targets minus their mean over their std (ddof 1; 0 for a day of one row or no spread)."""
+    out = torch.zeros_like(y)
+    for rows in day_rows(days):
+        v = y[torch.from_numpy(rows)]
+        if len(v) > 1 and float(v.std()) > 0:
+            out[torch.from_numpy(rows)] = (v - v.mean()) / v.std()
+    return out
+
+
+def mean_daily_ic(scores: torch.Tensor, y: torch.Tensor, days: np.ndarray) -> float:
+    """Mean over days of the Pearson correlation of scores and targets (days without spread skipped)."""
+    ics = []
+    for rows in day_rows(days):
+        a, b = scores[torch.from_numpy(rows)], y[torch.from_numpy(rows)]
+        a, b = a - a.mean(), b - b.mean()
+        norm = float(a.norm() * b.norm())
+        if norm > 0:
+            ics.append(float(a @ b) / norm)
+    return float(np.mean(ics)) if ics else float("nan")
 
 
 def day_rows(days: np.ndarray) -> list[np.ndarray]:
@@ -88,6 +128,10 @@ class NeuralReference:
         s, generator = self.schedule, torch.Generator().manual_seed(self.seed)
         x, xv = torch.from_numpy(filled(train.x)), torch.from_numpy(filled(valid.x))
         y, yv = torch.from_numpy(train.y.astype(np.float32)), torch.from_numpy(valid.y.astype(np.float32))
+        if s.day_zscore and not self.objective.classes:
+            if train.days is None or valid.days is None:
+                raise ValueError("z-scoring targets within days needs each row's date")
+            y, yv = day_zscored(y, train.days), day_zscored(yv, valid.days)
         self.mean, self.std = (0.0, 1.0) if self.objective.classes else (float(y.mean()), float(y.std()) or 1.0)
         y, yv = (y - self.mean) / self.std, (yv - self.mean) / self.std
         self.outputs = self.objective.num_classes if self.objective.classes else 1
@@ -97,27 +141,65 @@ class NeuralReference:
         passes = len(day_rows(train.days)) if s.sampling == "days" and train.days is not None else (
             -(-len(y) // min(s.batch_rows, len(y))))  # fmt: skip
         every = s.eval_steps or passes  # default: once per pass
-        best, best_state, best_step, stale, step = np.inf, copy.deepcopy(self.net.state_dict()), 0, 0, 0
+        best, best_loss, best_state, best_step, stale, step = (
+            -np.inf,
+            np.inf,
+            copy.deepcopy(self.net.state_dict()),
+            0,
+            0,
+            0,
+        )
+        train_losses: list[float] = []
+        epoch_loss = float("nan")
         for step, (rows, last) in enumerate(batches(len(y), s, generator, train.days)):
             self.net.train()
             optimizer.zero_grad()
-            self._loss(self.net(x[rows]), y[rows]).backward()
+            rows, target = self._step_rows(rows, y)
+            step_loss = self._loss(self.net(x[rows]), target)
+            step_loss.backward()
+            train_losses.append(float(step_loss.detach()))
             if s.grad_clip is not None:
                 nn.utils.clip_grad_value_(self.net.parameters(), s.grad_clip)
             optimizer.step()
             if (step + 1) % every and not last:
                 continue
-            loss = float(self._loss(self._forward(xv, valid.days), yv))
+            if s.train_loss_stop is not None:  # MASTER: no validation-based choice, a training-loss target
+                epoch_loss, train_losses = float(np.mean(train_losses)), []
+                if epoch_loss <= s.train_loss_stop:
+                    break
+                continue
+            out = self._forward(xv, valid.days)
+            loss = float(self._loss(out, yv))
             if s.halve_on_plateau:
                 plateau.step(loss)
-            if loss < best:
-                best, best_state, best_step, stale = loss, copy.deepcopy(self.net.state_dict()), step + 1, 0
+            score = -loss if s.stop_on == "loss" else mean_daily_ic(out[:, 0], yv, valid_days(valid))
+            if score > best:
+                best, best_loss, best_state, best_step, stale = (
+                    score,
+                    loss,
+                    copy.deepcopy(self.net.state_dict()),
+                    step + 1,
+                    0,
+                )
             else:
                 stale += 1
                 if stale >= s.patience:
                     break
+        if s.train_loss_stop is not None:
+            val = float(self._loss(self._forward(xv, valid.days), yv))
+            return {"best_step": float(step + 1), "steps": float(step + 1), "val_loss": val, "train_loss": epoch_loss}
         self.net.load_state_dict(best_state)
-        return {"best_step": float(best_step), "steps": float(step + 1), "val_loss": best}
+        ic = {"val_ic": best} if s.stop_on == "ic" else {}
+        return {"best_step": float(best_step), "steps": float(step + 1), "val_loss": best_loss, **ic}
+
+    def _step_rows(self, rows: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A step's rows and targets: as drawn, or (MASTER, one day per step) without the day's extreme
+        targets and the rest z-scored."""
+        s = self.schedule
+        if self.objective.classes or s.sampling != "days":
+            return rows, y[rows]
+        rows = trimmed(rows, y, s.trim) if s.trim else rows
+        return rows, day_zscored(y[rows], np.zeros(len(rows))) if s.day_zscore else y[rows]
 
     def _forward(self, x: torch.Tensor, days: np.ndarray | None, chunk: int = 65536) -> torch.Tensor:
         """Evaluation-mode outputs: one day at a time for a cross-sectional network, else in chunks

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from fedloom.references.base import Objective, Reference
 from fedloom.references.config import ReferenceOptions
@@ -13,10 +14,14 @@ Builder = Callable[[ReferenceOptions, Objective, Sequence[str], int], Reference]
 
 @dataclass(frozen=True)
 class ReferenceModel:
-    """A reference's builder and what ``fedloom methods`` says about it."""
+    """A reference's builder, what ``fedloom methods`` says about it and the feature layout it reads:
+    ``rows`` any numeric columns; ``series`` Alpha360-style lags (`sequence_layout`); ``market`` day t's
+    features at lags (``NAME@k``) plus MASTER's market status (`master_layout`); ``concepts`` Alpha360
+    lags plus 0/1 concept memberships (`hist_layout`)."""
 
     build: Builder
     summary: str
+    reads: Literal["rows", "series", "market", "concepts"] = "rows"
 
 
 def _linear(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
@@ -64,17 +69,41 @@ def _gat(o: ReferenceOptions, objective: Objective, features: Sequence[str], see
     return gat_reference(o.gat, objective, features, seed)
 
 
+def _hist(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
+    from fedloom.references.hist import hist_reference
+
+    return hist_reference(o.hist, objective, features, seed)
+
+
+def _master(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
+    from fedloom.references.master import master_reference
+
+    return master_reference(o.master, objective, features, seed)
+
+
 REFERENCES: dict[str, ReferenceModel] = {
     "linear": ReferenceModel(_linear, "reference: OLS / ridge on the numeric features (Qlib Linear)"),
     "lightgbm": ReferenceModel(_lightgbm, "reference: LightGBM, Qlib Alpha158 settings, early-stopped on val"),
     "xgboost": ReferenceModel(_xgboost, "reference: XGBoost, Qlib Alpha158 settings, early-stopped on val"),
     "catboost": ReferenceModel(_catboost, "reference: CatBoost, Qlib Alpha158 settings, early-stopped on val"),
     "mlp": ReferenceModel(_mlp, "reference: Qlib's DNN (MLP) on the numeric features"),
-    "lstm": ReferenceModel(_sequence("lstm"), "reference: LSTM over Alpha360's 60-day series (Qlib)"),
-    "gru": ReferenceModel(_sequence("gru"), "reference: GRU over Alpha360's 60-day series (Qlib)"),
-    "alstm": ReferenceModel(_sequence("alstm"), "reference: attentive GRU (Qlib ALSTM) over Alpha360"),
-    "tcn": ReferenceModel(_sequence("tcn"), "reference: temporal convolutional network over Alpha360 (Qlib)"),
-    "transformer": ReferenceModel(_sequence("transformer"), "reference: transformer encoder over Alpha360 (Qlib)"),
-    "gat": ReferenceModel(_gat, "reference: LSTM + attention across a day's stocks (Qlib GATs) over Alpha360"),
+    "lstm": ReferenceModel(_sequence("lstm"), "reference: LSTM over Alpha360's 60-day series (Qlib)", "series"),
+    "gru": ReferenceModel(_sequence("gru"), "reference: GRU over Alpha360's 60-day series (Qlib)", "series"),
+    "alstm": ReferenceModel(_sequence("alstm"), "reference: attentive GRU (Qlib ALSTM) over Alpha360", "series"),
+    "tcn": ReferenceModel(
+        _sequence("tcn"), "reference: temporal convolutional network over Alpha360 (Qlib)", "series"
+    ),
+    "transformer": ReferenceModel(
+        _sequence("transformer"), "reference: transformer encoder over Alpha360 (Qlib)", "series"
+    ),
+    "gat": ReferenceModel(
+        _gat, "reference: LSTM + attention across a day's stocks (Qlib GATs) over Alpha360", "series"
+    ),
+    "hist": ReferenceModel(
+        _hist, "reference: HIST, shared + hidden concepts over Alpha360 (SW industries as concepts)", "concepts"
+    ),
+    "master": ReferenceModel(
+        _master, "reference: MASTER, market-guided stock transformer (8-day Alpha158 + market)", "market"
+    ),
 }
-SEQUENCE_REFERENCES = ("lstm", "gru", "alstm", "tcn", "transformer", "gat")  # read lagged (Alpha360-style) features
+SEQUENCE_REFERENCES = tuple(name for name, r in REFERENCES.items() if r.reads == "series")

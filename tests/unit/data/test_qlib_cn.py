@@ -181,3 +181,19 @@ def test_the_cached_table_changes_with_the_feature_code(fedloom_cache, monkeypat
     monkeypatch.setattr(qlib_cn, "FEATURE_CODE", "changed-code")
     load_qlib_cn(SHARED_DATA, QlibCnConfig(max_instruments=5), "csi300")
     assert len(list((fedloom_cache / "data").glob("qlib-csi300-*.parquet"))) == 2  # a new key, a rebuild
+
+
+def test_concepts_are_each_stocks_two_sw_industries_and_stay_zero_one(raw):
+    """HIST's stand-in concepts: a stock is in its SW level-1 and level-2 industry (from its level-3
+    code), none for a stock without an industry; the columns are not normalized like the features."""
+    bars, intervals, industry = raw
+    cfg = QlibCnConfig(feature_set="compact", concepts=True, cache=False)
+    frame = build_qlib_table(_subset(bars, 40), intervals, industry, cfg, "csi300")
+    concepts = [c for c in frame.columns if c.startswith("CONCEPT_")]
+    assert concepts and set(np.unique(frame[concepts].to_numpy())) <= {0.0, 1.0}
+    code = dict(zip(industry["instrument"], industry["sw_code"].astype(str), strict=True))
+    for _, row in frame.drop_duplicates("instrument").iterrows():
+        member = {c for c in concepts if row[c] == 1.0}
+        sw = code.get(row["instrument"])
+        assert member == (set() if sw is None else {f"CONCEPT_L1_{sw[:2]}", f"CONCEPT_L2_{sw[:4]}"})
+    assert frame.columns.get_loc(concepts[-1]) < frame.columns.get_loc("return")

@@ -103,6 +103,18 @@ def _print_table(header: list[str], rows: list[list[str]], title: str) -> None:
     Console(width=None if sys.stdout.isatty() else 160).print(table)
 
 
+def _interruptible() -> None:
+    """SIGINT and SIGTERM stop the command as Ctrl-C does (KeyboardInterrupt → exit 130, runs keep their
+    last checkpoint), also when it was started in the background, where the shell ignores SIGINT."""
+    import signal
+
+    def stop(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, stop)
+
+
 @app.command()
 def run(
     config: ConfigOpt = None,
@@ -125,6 +137,7 @@ def run(
     track_uri: TrackUriOpt = None,
 ) -> None:
     """Run one federated experiment and write its run directory."""
+    _interruptible()
     from fedloom.errors import ConfigError
     from fedloom.experiments.config import load_config
     from fedloom.experiments.reference_run import run_reference
@@ -196,6 +209,7 @@ def compare(
     track_uri: TrackUriOpt = None,
 ) -> None:
     """Run several methods on one shared workspace (backbone and frozen features computed once)."""
+    _interruptible()
     from fedloom.experiments.config import load_config
     from fedloom.experiments.reference_run import run_reference
     from fedloom.experiments.report import comparison_report, method_table
@@ -359,8 +373,6 @@ def suite(
     track_uri: TrackUriOpt = None,
 ) -> None:
     """Run a grid of methods × seeds × switch sets × datasets; rerun the same command to continue."""
-    import signal
-
     from fedloom.experiments.suite import SuiteRunner, estimate, job_status, measured_seconds
     from fedloom.experiments.suite_spec import load_suite, select_jobs
     from fedloom.experiments.tracking import check_tracker
@@ -384,10 +396,7 @@ def suite(
             console.print(f"estimated: {total / workers / 60:.1f} min of work left with {workers} worker(s)")
         return
 
-    def stop(*_: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, stop)
+    _interruptible()
     with _suite_display(spec.config.name, len(spec.jobs)) as (on_event, on_tick):
         tracking = [*(["--track", track] if track else []), *(["--track-uri", track_uri] if track_uri else [])]
         state = SuiteRunner(spec, suite_dir, workers, on_event, on_tick, job_args=tracking).run()

@@ -72,16 +72,26 @@ def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path: Path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_stops_the_jobs_and_the_same_command_resumes_them(tmp_path: Path):
+def ignore_sigint() -> None:
+    """What a shell does to a command started in the background (``fedloom suite … &``)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "sigterm-in-background"])
+def test_ctrl_c_stops_the_jobs_and_the_same_command_resumes_them(tmp_path: Path, how: str):
+    """Ctrl-C, or SIGTERM to a suite started in the background (SIGINT ignored, inherited by its jobs):
+    the jobs stop at once with exit 130 (not killed after the grace period) and resume on a rerun."""
     out = tmp_path / "smoke"
     args = [sys.executable, "-m", "fedloom.cli", "suite", str(SMOKE), "--out", str(out), "--set", "rounds=8"]
-    proc = subprocess.Popen(args, cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    background = how == "sigterm-in-background"
+    proc = subprocess.Popen(args, cwd=ROOT, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=ignore_sigint if background else None)  # fmt: skip
     latest = out / "synthetic/fedavg/default/seed0/checkpoints/LATEST"
     while not latest.exists() and proc.poll() is None:  # the first job has finished a round
         time.sleep(0.2)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signal.SIGTERM if background else signal.SIGINT)
     assert proc.wait() == 130
-    assert [e["status"] for e in events(out)] == ["interrupted"]
+    assert [(e["status"], e["returncode"]) for e in events(out)] == [("interrupted", 130)]
     assert not (out / "synthetic/fedavg/default/seed0/summary.json").exists()
 
     again = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)

@@ -126,19 +126,30 @@ def load_run(path: Path) -> RunResult:
     return RunResult(path, label.row if label else path.name, int(summary["seed"]), summary["dataset"], record, daily)
 
 
+NESTED_SECONDS = ("client_compute", "aggregate")  # parts of a round's "local" and "server" time
+
+
+def round_seconds(record: Mapping[str, Any]) -> float:
+    """Wall seconds of one logged round: its phases (local work, server, evaluation) without the nested ones."""
+    return sum(v for k, v in record.get("seconds", {}).items() if k not in NESTED_SECONDS)
+
+
 def per_client_round(summary: Mapping[str, Any], rounds: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     """KB down / up per participating client and round (eq. 28) and wall seconds per round.
 
     Participations are counted from metrics.jsonl (clients that received a download); without it,
-    every client in every round."""
+    every client in every round. Seconds come from the logged rounds (a resumed run's summary counts
+    only the resumed process), else the run's wall time over its rounds."""
     participations = sum(len(r.get("download_bytes", {})) for r in rounds)
+    timed = [r for r in rounds if r.get("seconds")]
     participations = participations or int(summary["rounds"]) * max(1, len(summary.get("per_client", {})))
     comm = summary["communication"]
     return {
         "download_kb": comm["download_bytes"] / participations / 1e3,
         "upload_kb": comm["upload_bytes"] / participations / 1e3,
-        "seconds_per_round": summary["wall_seconds"] / max(1, int(summary["rounds"])),
-    }
+        "seconds_per_round": (sum(map(round_seconds, timed)) / len(timed) if timed
+                              else summary["wall_seconds"] / max(1, int(summary["rounds"]))),
+    }  # fmt: skip
 
 
 def default_columns(summary: Mapping[str, Any]) -> list[Column]:

@@ -71,6 +71,21 @@ def test_communication_is_per_participating_client_round(tmp_path: Path):
     assert table.rows[0].cells["KB up"].mean == pytest.approx(2.0)
 
 
+def test_seconds_per_round_come_from_the_logged_rounds_when_they_carry_them(tmp_path: Path):
+    """A resumed run that replayed no round has a summary wall time near 0; its logged rounds keep the
+    real time (local + server + evaluation; client compute and aggregation are parts of those)."""
+    write_run(tmp_path / "plain", 0, ic=0.1, mse=0.1)
+    resumed = write_run(tmp_path / "resumed", 0, ic=0.1, mse=0.1)
+    summary = json.loads((resumed / "summary.json").read_text()) | {"wall_seconds": 4e-5}
+    (resumed / "summary.json").write_text(json.dumps(summary))
+    seconds = {"local": 30.0, "client_compute": 29.0, "aggregate": 0.5, "server": 1.0, "evaluate": 80.0}
+    rounds = [{"round": k, "download_bytes": {"c0": 4000}, "seconds": seconds} for k in (1, 2)]
+    (resumed / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    cells = {Path(r.name).name: r.cells for t in build_tables(find_runs([tmp_path])) for r in t.rows}
+    assert cells["plain"]["s/round"].mean == pytest.approx(5.0)  # no logged seconds: 10 s wall / 2 rounds
+    assert cells["resumed"]["s/round"].mean == pytest.approx(111.0)
+
+
 def test_the_bootstrap_marks_a_clearly_better_row_and_not_an_identical_one(tmp_path: Path):
     base = [noise(s) for s in (0, 1)]
     for s in (0, 1):

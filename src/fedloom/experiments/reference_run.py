@@ -72,7 +72,7 @@ def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -
     advance = progress.task(f"fitting {cfg.method} ({options.mode}, {fits} model{'s' * (fits > 1)})", fits)
     t0 = time.perf_counter()
     scores, fit_info = fit_and_score(cfg.method, options, objective, table.covariates, x, table.targets,
-                                     table.dates, clients, cfg.seed, advance)  # fmt: skip
+                                     table.dates, clients, cfg.seed, advance, progress)  # fmt: skip
     wall = time.perf_counter() - t0
     eval_targets = frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else table.targets
 

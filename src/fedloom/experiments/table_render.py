@@ -31,7 +31,8 @@ def format_comparison(c: Comparison | None) -> str:
     """``+0.013 [-0.067, +0.095] p 0.74``, with ``*`` when p < ALPHA."""
     if c is None:
         return "–"
-    digits = max(3, 1 - math.floor(math.log10(max(abs(c.ci_low), abs(c.ci_high), 1e-12))))
+    span = max(abs(c.ci_low), abs(c.ci_high))  # 0 when both rows give the same daily series
+    digits = 3 if span == 0 else max(3, 1 - math.floor(math.log10(span)))
     mark = " *" if c.p_value < ALPHA else ""
     return f"{c.mean_difference:+.{digits}f} [{c.ci_low:+.{digits}f}, {c.ci_high:+.{digits}f}] p {c.p_value:.2f}{mark}"
 

@@ -8,6 +8,8 @@ from typing import Literal, Protocol
 
 import numpy as np
 
+from fedloom.progress import Progress
+
 
 @dataclass(frozen=True)
 class Fold:
@@ -37,8 +39,10 @@ class Objective:
 class Reference(Protocol):
     """A structured model behind one protocol, whatever its library."""
 
-    def fit(self, train: Fold, valid: Fold) -> dict[str, float]:
-        """Train on ``train``, stop early on ``valid``; returns what the fit chose (e.g. ``best_iteration``)."""
+    def fit(self, train: Fold, valid: Fold, progress: Progress | None = None) -> dict[str, float]:
+        """Train on ``train``, stop early on ``valid``; returns what the fit chose (e.g. ``best_iteration``).
+        ``progress`` hears of each validation pass (the neural references; OLS and the boosting
+        libraries report nothing)."""
         ...
 
     def predict(self, x: np.ndarray, days: np.ndarray | None = None) -> np.ndarray:

@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 
+from fedloom.progress import Progress
 from fedloom.references.base import Fold, Objective, class_index
 from fedloom.references.config import CatBoostConfig, LightGBMConfig, XGBoostConfig
 
@@ -36,7 +37,7 @@ class LightGBMReference:
             "deterministic": True,
         }
 
-    def fit(self, train: Fold, valid: Fold) -> dict[str, float]:
+    def fit(self, train: Fold, valid: Fold, progress: Progress | None = None) -> dict[str, float]:
         import lightgbm as lgb
 
         dtrain = lgb.Dataset(train.x, label=train.y)
@@ -65,7 +66,7 @@ class XGBoostReference:
             params |= {"objective": "reg:squarederror", "eval_metric": "rmse"}
         self.params = params | {"seed": seed, "nthread": threads(num_threads), "tree_method": "hist"}
 
-    def fit(self, train: Fold, valid: Fold) -> dict[str, float]:
+    def fit(self, train: Fold, valid: Fold, progress: Progress | None = None) -> dict[str, float]:
         import xgboost as xgb
 
         dtrain, dvalid = xgb.DMatrix(train.x, label=train.y), xgb.DMatrix(valid.x, label=valid.y)
@@ -103,7 +104,7 @@ class CatBoostReference:
         if cfg.grow_policy != "Lossguide":
             del self.params["max_leaves"]  # CatBoost takes a leaf cap only with Lossguide trees
 
-    def fit(self, train: Fold, valid: Fold) -> dict[str, float]:
+    def fit(self, train: Fold, valid: Fold, progress: Progress | None = None) -> dict[str, float]:
         from catboost import CatBoostClassifier, CatBoostRegressor
 
         kind = CatBoostClassifier if self.objective.classes else CatBoostRegressor

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from fedloom.progress import Progress
 from fedloom.references.base import Fold, Objective, filled
 from fedloom.references.config import LinearConfig
 
@@ -15,7 +16,7 @@ class LinearReference:
     def __init__(self, cfg: LinearConfig, objective: Objective, seed: int) -> None:
         self.cfg, self.objective, self.seed = cfg, objective, seed
 
-    def fit(self, train: Fold, valid: Fold) -> dict[str, float]:
+    def fit(self, train: Fold, valid: Fold, progress: Progress | None = None) -> dict[str, float]:
         from sklearn.linear_model import LinearRegression, LogisticRegression, Ridge
 
         x = filled(train.x)

@@ -15,6 +15,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedloom.progress import Progress, SilentProgress
 from fedloom.references.base import Fold, Objective, class_index, filled
 
 Network = Callable[[int, int, torch.Generator], nn.Module]  # (inputs, outputs, generator) → module
@@ -119,12 +120,12 @@ class NeuralReference:
             return nn.functional.cross_entropy(out, y.long())
         return (out.squeeze(1) - y).pow(2).mean()
 
-    def fit(self, train: Fold, valid: Fold) -> dict[str, float]:
+    def fit(self, train: Fold, valid: Fold, progress: Progress | None = None) -> dict[str, float]:
         with torch.random.fork_rng():  # dropout draws from the global generator: seeded here, restored after
             torch.manual_seed(self.seed)
-            return self._fit(train, valid)
+            return self._fit(train, valid, progress or SilentProgress())
 
-    def _fit(self, train: Fold, valid: Fold) -> dict[str, float]:
+    def _fit(self, train: Fold, valid: Fold, progress: Progress) -> dict[str, float]:
         s, generator = self.schedule, torch.Generator().manual_seed(self.seed)
         x, xv = torch.from_numpy(filled(train.x)), torch.from_numpy(filled(valid.x))
         y, yv = torch.from_numpy(train.y.astype(np.float32)), torch.from_numpy(valid.y.astype(np.float32))
@@ -141,6 +142,8 @@ class NeuralReference:
         passes = len(day_rows(train.days)) if s.sampling == "days" and train.days is not None else (
             -(-len(y) // min(s.batch_rows, len(y))))  # fmt: skip
         every = s.eval_steps or passes  # default: once per pass
+        checks = -(-(s.length * (passes if s.sampling != "replacement" else 1)) // every)  # validations at most
+        advance, checked = progress.task(f"training: checks ({checks} at most)", checks), 0
         best, best_loss, best_state, best_step, stale, step = (
             -np.inf,
             np.inf,
@@ -163,6 +166,8 @@ class NeuralReference:
             optimizer.step()
             if (step + 1) % every and not last:
                 continue
+            advance(1)
+            checked += 1
             if s.train_loss_stop is not None:  # MASTER: no validation-based choice, a training-loss target
                 epoch_loss, train_losses = float(np.mean(train_losses)), []
                 if epoch_loss <= s.train_loss_stop:
@@ -185,6 +190,7 @@ class NeuralReference:
                 stale += 1
                 if stale >= s.patience:
                     break
+        advance(checks - checked)  # an early stop closes the task
         if s.train_loss_stop is not None:
             val = float(self._loss(self._forward(xv, valid.days), yv))
             return {"best_step": float(step + 1), "steps": float(step + 1), "val_loss": val, "train_loss": epoch_loss}

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from fedloom.data.schema import ClientData
+from fedloom.progress import Progress
 from fedloom.references.base import Fold, Objective
 from fedloom.references.config import ReferenceOptions
 from fedloom.references.registry import REFERENCES
@@ -28,6 +29,7 @@ def fit_and_score(
     clients: Sequence[ClientData],
     seed: int,
     advance: Callable[[int], None] = lambda n: None,
+    progress: Progress | None = None,
 ) -> tuple[np.ndarray, dict[str, dict[str, float]]]:
     """Scores of every client's validation and test rows (NaN elsewhere) and what each fit chose,
     keyed ``pooled`` or by client; ``features`` names the columns of ``x``, ``days`` dates its rows."""
@@ -41,7 +43,7 @@ def fit_and_score(
             valid = train
         # below 2**31: every library's seed type takes it (scikit-learn's random_state stops at 2**32)
         model = REFERENCES[name].build(options, objective, features, derive_seed(seed, "reference", key) % 2**31)
-        info = model.fit(Fold(x[train], y[train], days[train]), Fold(x[valid], y[valid], days[valid]))
+        info = model.fit(Fold(x[train], y[train], days[train]), Fold(x[valid], y[valid], days[valid]), progress)
         fits[key] = {"train_rows": float(len(train)), **info}
         scored = np.concatenate([np.concatenate([c.val, c.test]) for c in members])
         if len(scored):

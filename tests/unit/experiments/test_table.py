@@ -139,3 +139,12 @@ def test_markdown_csv_and_latex_are_well_formed(tmp_path: Path):
     columns = 2 + len(tables[0].columns) + 1
     assert len(body) == 2 and all(line.count(" & ") == columns - 1 for line in body)
     assert "clients" in to_markdown(tables_extra)
+
+
+def test_a_comparison_prints_digits_for_its_ci_and_three_for_an_identical_row():
+    from fedloom.experiments.table import Comparison
+    from fedloom.experiments.table_render import format_comparison
+
+    assert format_comparison(Comparison(0.0, 0.0, 0.0, 1.0, 64, 3)) == "+0.000 [+0.000, +0.000] p 1.00"
+    assert format_comparison(Comparison(0.0002, -0.0007, 0.0011, 0.7, 64, 3)) == "+0.0002 [-0.0007, +0.0011] p 0.70"
+    assert format_comparison(Comparison(0.05, 0.01, 0.09, 0.01, 64, 3)).endswith("p 0.01 *")

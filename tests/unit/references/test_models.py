@@ -182,3 +182,29 @@ def test_fit_and_score_classifies_with_derived_seeds(name: str) -> None:
     )
     for c in clients:
         assert float(np.mean(scores[c.test] == labels[c.test])) > 0.8
+
+
+class Recorder:
+    """A `fedloom.progress.Progress` that keeps what it was told."""
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[str, int, list[int]]] = []
+
+    def task(self, description: str, total: int):
+        self.tasks.append((description, total, []))
+        return self.tasks[-1][2].append
+
+
+@pytest.mark.parametrize(("name", "stops_early"), [("mlp", False), ("gru", True)])
+def test_a_neural_fit_reports_each_check_and_closes_its_task(name: str, stops_early: bool) -> None:
+    """Validation targets unrelated to the features: the GRU stops early (patience 5 of 25 epochs), the
+    MLP runs its 600 steps (patience 50 > its 30 checks); either way the task ends at its total."""
+    x, y = planted(2000, 6, seed=3)
+    noise = np.random.default_rng(4).standard_normal(500).astype(np.float32)
+    recorder = Recorder()
+    model = REFERENCES[name].build(FAST, Objective("regression"), lagged(x.shape[1]), 0)
+    info = model.fit(Fold(x[:1500], y[:1500]), Fold(x[1500:], noise), recorder)
+    ((description, total, advances),) = recorder.tasks
+    assert "checks" in description and sum(advances) == total
+    checks = [a for a in advances if a == 1]  # one per validation; an early stop adds the rest at once
+    assert (len(checks) < total) == stops_early and (info["steps"] < {"mlp": 600, "gru": 25 * 12}[name]) == stops_early

@@ -17,6 +17,11 @@ One sample per (day t, index member i), point-in-time membership::
   CPU-sized view (50 names, 20 features, z-scored label).
   ``feature_norm: robust_zscore`` is Qlib's RobustZScoreNorm fitted on the training split (median,
   1.4826·MAD, clipped to ±3) followed by Fillna(0).
+* MASTER / HIST inputs (off by default): ``step_len: 8`` adds every feature at lags 7 … 1 as ``NAME@k``
+  (day t−k's value of the same stock, normalized with day t's statistics; Fillna 0 before the first
+  bar); ``market: true`` appends MASTER's 63 market-status columns ``MKT_*`` (`fedloom.data.market`);
+  ``concepts: true`` appends 0/1 ``CONCEPT_L1_*`` / ``CONCEPT_L2_*`` memberships (SW industries, HIST's
+  stand-in for concept boards), not normalized.
 * membership: ``sqlib`` intervals (exactly 300 / 800 members a day; ``fr220574`` misses some); a
   split past the source's last interval is refused. ``max_instruments`` keeps the names with the most
   member days in the training period (never chosen by the test period).

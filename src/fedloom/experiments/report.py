@@ -188,7 +188,9 @@ def _gain(s: dict[str, Any], base: dict[str, Any], client: str, metric: str) -> 
 
 def gain_correlation(heterogeneity: Sequence[float], gains: Sequence[float]) -> tuple[float, int]:
     """Spearman ρ between clients' heterogeneity scores and gains over the finite pairs, and their
-    number (seed 000 Fig. 5); NaN with fewer than three pairs."""
+    number (seed 000 Fig. 5); NaN with fewer than three pairs or a constant side (e.g. a method whose
+    gain over FedAvg is 0 for every client), where ρ is undefined."""
     ok = [(h, g) for h, g in zip(heterogeneity, gains, strict=True) if math.isfinite(h) and math.isfinite(g)]
-    rho = spearmanr([h for h, _ in ok], [g for _, g in ok]).statistic if len(ok) > 2 else math.nan
+    varies = len(ok) > 2 and len({h for h, _ in ok}) > 1 and len({g for _, g in ok}) > 1
+    rho = spearmanr([h for h, _ in ok], [g for _, g in ok]).statistic if varies else math.nan
     return float(rho), len(ok)

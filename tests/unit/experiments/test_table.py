@@ -148,3 +148,19 @@ def test_a_comparison_prints_digits_for_its_ci_and_three_for_an_identical_row():
     assert format_comparison(Comparison(0.0, 0.0, 0.0, 1.0, 64, 3)) == "+0.000 [+0.000, +0.000] p 1.00"
     assert format_comparison(Comparison(0.0002, -0.0007, 0.0011, 0.7, 64, 3)) == "+0.0002 [-0.0007, +0.0011] p 0.70"
     assert format_comparison(Comparison(0.05, 0.01, 0.09, 0.01, 64, 3)).endswith("p 0.01 *")
+
+
+def test_gain_correlation_is_spearman_and_undefined_for_a_constant_side():
+    import warnings
+
+    from scipy.stats import spearmanr
+
+    from fedloom.experiments.report import gain_correlation
+
+    h, g = [0.1, 0.5, 0.3, float("nan")], [1.0, 3.0, 2.5, 9.0]
+    rho, n = gain_correlation(h, g)
+    assert n == 3 and rho == pytest.approx(spearmanr(h[:3], g[:3]).statistic)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ConstantInputWarning reaches the user
+        rho, n = gain_correlation([0.1, 0.5, 0.3], [0.0, 0.0, 0.0])
+    assert n == 3 and math.isnan(rho)

@@ -144,14 +144,8 @@ class NeuralReference:
         every = s.eval_steps or passes  # default: once per pass
         checks = -(-(s.length * (passes if s.sampling != "replacement" else 1)) // every)  # validations at most
         advance, checked = progress.task(f"training: checks ({checks} at most)", checks), 0
-        best, best_loss, best_state, best_step, stale, step = (
-            -np.inf,
-            np.inf,
-            copy.deepcopy(self.net.state_dict()),
-            0,
-            0,
-            0,
-        )
+        best, best_loss, best_step, stale, step = -np.inf, np.inf, 0, 0, 0
+        best_state = copy.deepcopy(self.net.state_dict())
         train_losses: list[float] = []
         epoch_loss = float("nan")
         for step, (rows, last) in enumerate(batches(len(y), s, generator, train.days)):
@@ -179,13 +173,8 @@ class NeuralReference:
                 plateau.step(loss)
             score = -loss if s.stop_on == "loss" else mean_daily_ic(out[:, 0], yv, valid_days(valid))
             if score > best:
-                best, best_loss, best_state, best_step, stale = (
-                    score,
-                    loss,
-                    copy.deepcopy(self.net.state_dict()),
-                    step + 1,
-                    0,
-                )
+                best, best_loss, best_step, stale = score, loss, step + 1, 0
+                best_state = copy.deepcopy(self.net.state_dict())
             else:
                 stale += 1
                 if stale >= s.patience:

@@ -21,7 +21,7 @@ from fedloom.experiments.config import RunConfig
 from fedloom.experiments.run import finish_run, prediction_outputs
 from fedloom.experiments.rundir import RunDirectory
 from fedloom.experiments.workspace import data_owners
-from fedloom.progress import Progress, SilentProgress
+from fedloom.progress import Progress
 from fedloom.references.base import Objective
 from fedloom.references.training import fit_and_score
 from fedloom.runtime.rounds import Evaluation, RoundRecord, summarize
@@ -59,7 +59,6 @@ def evaluate_scores(
 
 def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -> dict[str, Any]:
     """Fit ``cfg.method`` (a reference) on ``cfg.dataset``'s clients and write its run directory."""
-    progress = progress or SilentProgress()
     t0 = time.perf_counter()
     table = reference_table(cfg)
     clients = data_owners(cfg, table)
@@ -68,11 +67,9 @@ def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -
     x = frame[list(table.covariates)].to_numpy(np.float32)
     objective = Objective("classification", table.num_classes or 2) if table.task_kind == "classification" else (
         Objective("regression"))  # fmt: skip
-    fits = 1 if options.mode == "pooled" else len(clients)
-    advance = progress.task(f"fitting {cfg.method} ({options.mode}, {fits} model{'s' * (fits > 1)})", fits)
     t0 = time.perf_counter()
     scores, fit_info = fit_and_score(cfg.method, options, objective, table.covariates, x, table.targets,
-                                     table.dates, clients, cfg.seed, advance, progress)  # fmt: skip
+                                     table.dates, clients, cfg.seed, progress)  # fmt: skip
     wall = time.perf_counter() - t0
     eval_targets = frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else table.targets
 

@@ -11,7 +11,7 @@ from torch import nn
 
 from fedloom.references.base import Objective
 from fedloom.references.config import GATConfig
-from fedloom.references.neural import NeuralReference, Schedule
+from fedloom.references.neural import NeuralReference, Schedule, seeded
 from fedloom.references.sequence import Recurrent, sequence_layout
 
 
@@ -43,10 +43,4 @@ def gat_reference(cfg: GATConfig, objective: Objective, features: Sequence[str],
     fields, _ = sequence_layout(features)
     schedule = Schedule(1, cfg.max_epochs, None, cfg.early_stop, cfg.learning_rate, cfg.adam_weight_decay,
                         "days", grad_clip=3.0)  # fmt: skip
-
-    def network(inputs: int, outputs: int, generator: torch.Generator) -> nn.Module:
-        with torch.random.fork_rng():  # module initializers draw from the global generator
-            torch.manual_seed(int(torch.randint(2**31 - 1, (1,), generator=generator)))
-            return StockAttention(fields, outputs, cfg)
-
-    return NeuralReference(network, schedule, objective, seed)
+    return NeuralReference(seeded(lambda outputs: StockAttention(fields, outputs, cfg)), schedule, objective, seed)

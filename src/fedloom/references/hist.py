@@ -24,7 +24,7 @@ from fedloom.data.qlib_cn import CONCEPT
 from fedloom.errors import ConfigError
 from fedloom.references.base import Objective
 from fedloom.references.config import HISTConfig
-from fedloom.references.neural import NeuralReference, Schedule
+from fedloom.references.neural import NeuralReference, Schedule, seeded
 from fedloom.references.sequence import Recurrent, sequence_layout
 
 
@@ -97,10 +97,6 @@ def hist_reference(cfg: HISTConfig, objective: Objective, features: Sequence[str
     fields, series, concepts = hist_layout(features)
     schedule = Schedule(1, cfg.max_epochs, None, cfg.early_stop, cfg.learning_rate, cfg.adam_weight_decay,
                         "days", grad_clip=3.0, stop_on="ic")  # fmt: skip
-
-    def network(inputs: int, outputs: int, generator: torch.Generator) -> nn.Module:
-        with torch.random.fork_rng():  # module initializers draw from the global generator
-            torch.manual_seed(int(torch.randint(2**31 - 1, (1,), generator=generator)))
-            return HIST(fields, series, concepts, outputs, cfg)
-
-    return NeuralReference(network, schedule, objective, seed)
+    return NeuralReference(
+        seeded(lambda outputs: HIST(fields, series, concepts, outputs, cfg)), schedule, objective, seed
+    )

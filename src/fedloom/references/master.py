@@ -24,7 +24,7 @@ from fedloom.data.market import PREFIX
 from fedloom.errors import ConfigError
 from fedloom.references.base import Objective
 from fedloom.references.config import MASTERConfig
-from fedloom.references.neural import NeuralReference, Schedule
+from fedloom.references.neural import NeuralReference, Schedule, seeded
 from fedloom.references.sequence import sinusoidal
 
 
@@ -123,10 +123,4 @@ def master_reference(cfg: MASTERConfig, objective: Objective, features: Sequence
     series, market = master_layout(features)
     schedule = Schedule(1, cfg.max_epochs, None, cfg.max_epochs, cfg.learning_rate, sampling="days", grad_clip=3.0,
                         day_zscore=True, trim=cfg.drop_extreme, train_loss_stop=cfg.train_loss_stop)  # fmt: skip
-
-    def network(inputs: int, outputs: int, generator: torch.Generator) -> nn.Module:
-        with torch.random.fork_rng():  # module initializers draw from the global generator
-            torch.manual_seed(int(torch.randint(2**31 - 1, (1,), generator=generator)))
-            return MASTER(series, market, outputs, cfg)
-
-    return NeuralReference(network, schedule, objective, seed)
+    return NeuralReference(seeded(lambda outputs: MASTER(series, market, outputs, cfg)), schedule, objective, seed)

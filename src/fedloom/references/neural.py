@@ -15,10 +15,23 @@ import numpy as np
 import torch
 from torch import nn
 
+from fedloom.metrics.cross_section import daily_ic
 from fedloom.progress import Progress, SilentProgress
 from fedloom.references.base import Fold, Objective, class_index, filled
 
 Network = Callable[[int, int, torch.Generator], nn.Module]  # (inputs, outputs, generator) → module
+
+
+def seeded(build: Callable[[int], nn.Module]) -> Network:
+    """A `Network` from ``build(outputs)`` whose module initializers, which draw from torch's global
+    generator, are seeded from the fit's generator instead (the global stream is left as it was)."""
+
+    def network(inputs: int, outputs: int, generator: torch.Generator) -> nn.Module:
+        with torch.random.fork_rng():
+            torch.manual_seed(int(torch.randint(2**31 - 1, (1,), generator=generator)))
+            return build(outputs)
+
+    return network
 
 
 @dataclass(frozen=True)
@@ -80,26 +93,17 @@ def trimmed(rows: torch.Tensor, y: torch.Tensor, fraction: float) -> torch.Tenso
     return rows if k == 0 else rows[torch.argsort(y[rows])[k:-k]]
 
 
+def zscored(v: torch.Tensor) -> torch.Tensor:
+    """``v`` minus its mean over its std (ddof 1; all 0 for one value or no spread)."""
+    return (v - v.mean()) / v.std() if len(v) > 1 and float(v.std()) > 0 else torch.zeros_like(v)
+
+
 def day_zscored(y: torch.Tensor, days: np.ndarray) -> torch.Tensor:
-    """Each day's targets minus their mean over their std (ddof 1; 0 for a day of one row or no spread)."""
+    """Each day's targets `zscored` (the cross-sectional z-score of `fedloom.data.qlib_cn`, on tensors)."""
     out = torch.zeros_like(y)
     for rows in day_rows(days):
-        v = y[torch.from_numpy(rows)]
-        if len(v) > 1 and float(v.std()) > 0:
-            out[torch.from_numpy(rows)] = (v - v.mean()) / v.std()
+        out[torch.from_numpy(rows)] = zscored(y[torch.from_numpy(rows)])
     return out
-
-
-def mean_daily_ic(scores: torch.Tensor, y: torch.Tensor, days: np.ndarray) -> float:
-    """Mean over days of the Pearson correlation of scores and targets (days without spread skipped)."""
-    ics = []
-    for rows in day_rows(days):
-        a, b = scores[torch.from_numpy(rows)], y[torch.from_numpy(rows)]
-        a, b = a - a.mean(), b - b.mean()
-        norm = float(a.norm() * b.norm())
-        if norm > 0:
-            ics.append(float(a @ b) / norm)
-    return float(np.mean(ics)) if ics else float("nan")
 
 
 def day_rows(days: np.ndarray) -> list[np.ndarray]:
@@ -171,7 +175,11 @@ class NeuralReference:
             loss = float(self._loss(out, yv))
             if s.halve_on_plateau:
                 plateau.step(loss)
-            score = -loss if s.stop_on == "loss" else mean_daily_ic(out[:, 0], yv, valid_days(valid))
+            score = (
+                -loss
+                if s.stop_on == "loss"
+                else float(daily_ic(out[:, 0].numpy(), yv.numpy(), valid_days(valid)).mean())
+            )
             if score > best:
                 best, best_loss, best_step, stale = score, loss, step + 1, 0
                 best_state = copy.deepcopy(self.net.state_dict())
@@ -194,7 +202,7 @@ class NeuralReference:
         if self.objective.classes or s.sampling != "days":
             return rows, y[rows]
         rows = trimmed(rows, y, s.trim) if s.trim else rows
-        return rows, day_zscored(y[rows], np.zeros(len(rows))) if s.day_zscore else y[rows]
+        return rows, zscored(y[rows]) if s.day_zscore else y[rows]
 
     def _forward(self, x: torch.Tensor, days: np.ndarray | None, chunk: int = 65536) -> torch.Tensor:
         """Evaluation-mode outputs: one day at a time for a cross-sectional network, else in chunks

@@ -23,7 +23,7 @@ from fedloom.references.config import (
     TCNConfig,
     TransformerConfig,
 )
-from fedloom.references.neural import NeuralReference, Schedule
+from fedloom.references.neural import NeuralReference, Schedule, seeded
 
 LAGGED = re.compile(r"^([A-Za-z_]+?)(\d+)$")
 
@@ -172,10 +172,6 @@ def sequence_reference(
     fields, steps = sequence_layout(features)
     schedule = Schedule(cfg.batch_rows, cfg.max_epochs, None, cfg.early_stop, cfg.learning_rate,
                         cfg.adam_weight_decay, "epochs", grad_clip=3.0)  # fmt: skip
-
-    def network(inputs: int, outputs: int, generator: torch.Generator) -> nn.Module:
-        with torch.random.fork_rng():  # module initializers draw from the global generator
-            torch.manual_seed(int(torch.randint(2**31 - 1, (1,), generator=generator)))
-            return sequence_network(fields, steps, outputs, cfg)
-
-    return NeuralReference(network, schedule, objective, seed)
+    return NeuralReference(
+        seeded(lambda outputs: sequence_network(fields, steps, outputs, cfg)), schedule, objective, seed
+    )

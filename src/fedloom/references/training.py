@@ -4,12 +4,12 @@ or local-only (one model per client on its own rows), and score every validation
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from fedloom.data.schema import ClientData
-from fedloom.progress import Progress
+from fedloom.progress import Progress, SilentProgress
 from fedloom.references.base import Fold, Objective
 from fedloom.references.config import ReferenceOptions
 from fedloom.references.registry import REFERENCES
@@ -28,13 +28,16 @@ def fit_and_score(
     days: np.ndarray,
     clients: Sequence[ClientData],
     seed: int,
-    advance: Callable[[int], None] = lambda n: None,
     progress: Progress | None = None,
 ) -> tuple[np.ndarray, dict[str, dict[str, float]]]:
     """Scores of every client's validation and test rows (NaN elsewhere) and what each fit chose,
-    keyed ``pooled`` or by client; ``features`` names the columns of ``x``, ``days`` dates its rows."""
+    keyed ``pooled`` or by client; ``features`` names the columns of ``x``, ``days`` dates its rows.
+    ``progress`` hears of each fit and, from the neural references, of each validation check."""
     scores = np.full(len(y), np.nan, dtype=np.float32)
     groups = {"pooled": list(clients)} if options.mode == "pooled" else {c.client_id: [c] for c in clients}
+    progress = progress or SilentProgress()
+    advance = progress.task(f"fitting {name} ({options.mode}, {len(groups)} model{'s' * (len(groups) > 1)})",
+                            len(groups))  # fmt: skip
     fits = {}
     for key, members in groups.items():
         train, valid = (np.concatenate([c.split(s) for c in members]) for s in ("train", "val"))

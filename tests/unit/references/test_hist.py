@@ -9,10 +9,10 @@ import torch
 from scipy.stats import pearsonr
 
 from fedloom.errors import ConfigError
+from fedloom.metrics.cross_section import daily_ic
 from fedloom.references.base import Fold, Objective
 from fedloom.references.config import HISTConfig
 from fedloom.references.hist import HIST, concept_attention, cosine, hidden_concepts, hist_layout, hist_reference
-from fedloom.references.neural import mean_daily_ic
 
 SERIES = ["A2", "A1", "A0", "B2", "B1", "B0"]  # 2 fields x 3 days
 NAMES = [*SERIES, "CONCEPT_L1_11", "CONCEPT_L1_22", "CONCEPT_L2_1101"]
@@ -81,6 +81,6 @@ def test_hist_learns_a_concept_level_signal_and_stops_on_the_validation_ic() -> 
     assert 0 < info["best_step"] <= info["steps"] and np.isfinite(info["val_ic"])
     score = model.predict(x[test], days[test])
     assert pearsonr(score, y[test]).statistic > 0.85
-    ic = mean_daily_ic(torch.from_numpy(score), torch.from_numpy(y[test]), days[test])
+    ic = float(daily_ic(score, y[test], days[test]).mean())  # what early stopping watches on validation
     by_day = [pearsonr(score[days[test] == d], y[test][days[test] == d]).statistic for d in range(75, 90)]
     assert ic == pytest.approx(float(np.mean(by_day)), rel=1e-4)

@@ -18,6 +18,7 @@ from typing import Any
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from fedloom.errors import ConfigError
 from fedloom.experiments.config import RunConfig, dump_config, load_config
 from fedloom.experiments.methods import build_method
 from fedloom.experiments.resume import resume_changes
@@ -31,6 +32,9 @@ from fedloom.runtime.rounds import Runtime
 def serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool = False,
           connect_timeout: float = 600.0, overwrite: bool = False) -> dict[str, Any]:  # fmt: skip
     """The ServerApp's work: the shared round loop over Flower nodes, writing ``out`` like `fedloom run`."""
+    if cfg.federation.test_rounds != "all":  # the nodes keep the client states a chosen round's test pass needs
+        raise ConfigError("federation.test_rounds=chosen runs in process only (`fedloom run`); on Flower the "
+                          "test split is evaluated with every evaluation (test_rounds=all)")  # fmt: skip
     if resume:
         resume_changes(out, cfg)  # a refused change leaves ``out`` untouched
     else:

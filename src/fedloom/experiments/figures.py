@@ -31,7 +31,7 @@ def _band(ax, frame: pd.DataFrame, label: str) -> None:  # noqa: ANN001
 
 def rounds_figure(curves: Mapping[str, Mapping[str, pd.DataFrame]], metric: str) -> Figure:
     """The primary metric over rounds, one panel per split (validation, test), one line per row."""
-    fig, axes = plt.subplots(1, len(curves), figsize=(5.2 * len(curves), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(curves), figsize=(5.2 * len(curves), 3.4), squeeze=False, sharex=True)
     for ax, (split, rows) in zip(axes[0], curves.items(), strict=True):
         for row, frame in rows.items():
             _band(ax, frame, row)

@@ -101,14 +101,15 @@ def dataset_plots(rows: Mapping[str, Sequence[RunResult]]) -> Iterator[Plot]:
     metric = str(first.record.get("primary_metric", ""))
     name = LABELS.get(metric, metric)
     curves = {
-        split: {row: _per_seed(runs, lambda r, s=split: _round_series(r, metric, s)) for row, runs in rows.items()}
+        split: {row: _per_seed(runs, lambda r, s=split: round_series(r, metric, s)) for row, runs in rows.items()}
         for split in ("val", "test")
     }
     if any(not f.empty for per in curves.values() for f in per.values()):
         yield Plot(
             "rounds",
             rounds_figure(curves, metric),
-            f"Personalized {name} (macro over clients) on validation and test after each evaluated round.",
+            f"Personalized {name} (macro over clients) on validation and test after each evaluated round "
+            "(runs with federation.test_rounds=chosen: test at the chosen and the last round only).",
         )
     for column in DAILY_COLUMNS:
         daily = {row: _per_seed(runs, lambda r, c=column: _daily(r, c)) for row, runs in rows.items()}
@@ -275,10 +276,17 @@ def _per_seed(runs: Sequence[RunResult], series: Any) -> pd.DataFrame:
     return pd.DataFrame(columns).sort_index() if columns else pd.DataFrame()
 
 
-def _round_series(run: RunResult, metric: str, split: str) -> pd.Series:
+def round_series(run: RunResult, metric: str, split: str) -> pd.Series:
+    """A run's personalized macro ``metric`` on ``split`` by evaluated round (NaN where not evaluated)."""
     key = f"personal/{split}/{metric}/macro"
     values = {rec["round"]: rec["summary"].get(key) for rec in _history(run.path) if rec.get("summary")}
-    return pd.Series({k: np.nan if v is None else float(v) for k, v in values.items()}, dtype=float)
+    # federation.test_rounds=chosen logs no test metrics per round: the chosen and last rounds' are in summary.json
+    reported = {run.record.get("selection", {}).get("best_round"): run.record.get("metrics", {}),
+                run.record.get("rounds"): run.record.get("final_metrics", {})}  # fmt: skip
+    for rnd, metrics in reported.items():
+        if rnd is not None and values.get(rnd) is None and key in metrics:
+            values[rnd] = metrics[key]
+    return pd.Series({k: np.nan if v is None else float(v) for k, v in values.items()}, dtype=float).sort_index()
 
 
 def _daily(run: RunResult, column: str) -> pd.Series | None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +18,15 @@ import numpy as np
 import pandas as pd
 from torch import Tensor
 
-from fedloom.algorithms.base import Algorithm, Record, RunReport
+from fedloom.algorithms.base import Algorithm, RunReport
 from fedloom.backbone.model import AdaptedLM
 from fedloom.backbone.peft_io import export_peft
 from fedloom.data.qlib_cn import benchmark_close
 from fedloom.data.schema import SampleTable
+from fedloom.errors import FedloomError
 from fedloom.experiments.config import RunConfig, config_digest
 from fedloom.experiments.daily import POOLED, daily_metrics, regime_breakdown, test_predictions
+from fedloom.experiments.deferred_test import RoundModels, RoundTest, complete_test, round_models, round_test
 from fedloom.experiments.methods import build_method
 from fedloom.experiments.portfolio import BENCHMARKS, portfolio_metrics, portfolio_report
 from fedloom.experiments.report import single_report
@@ -52,14 +54,29 @@ def run_method(
     metric = next(iter(ws.learners.values())).task.primary_metric
     env = {"setup_seconds": ws.setup_seconds, "runtime": "in-process"}
     extra = {cid: {"heterogeneity": h} for cid, h in client_heterogeneity(ws).items()}
+    frame = ws.table.frame if isinstance(ws.table, SampleTable) else None
+    tests: dict[int, RoundTest] = {}
+
+    def deferred_test(result: SimulationResult) -> None:
+        """test_rounds=chosen: the test split of the chosen and the last round, from their models."""
+        for rnd in dict.fromkeys((best_round(result.history, metric).round, result.history[-1].round)):
+            models = round_models(result, RunDirectory(out), rnd)
+            if models is None:
+                raise FedloomError(f"{out}: round {rnd} (chosen on validation) has no checkpoint to test")
+            tests[rnd] = round_test(algorithm, ws.learners, models, frame)
+            complete_test(next(r for r in result.history if r.round == rnd), tests[rnd], runtime.pool.sizes)
+
+    complete = deferred_test if cfg.federation.test_rounds == "chosen" else None
     result, summary = run_rounds(cfg, runtime, ws.lm, ws.shared_init, out, metric, ws.table.synthetic, env, resume,
-                                 extra)  # fmt: skip
+                                 extra, complete)  # fmt: skip
     rundir = RunDirectory(out)
     report = algorithm.final_report(result.server, result.clients, ws.audit())
     write_run_report(rundir, report, f"{cfg.method} on {cfg.dataset}")
     summary.update(report.summary)
     if isinstance(ws.table, SampleTable):
-        summary.update(financial_outputs(cfg, ws, algorithm, result, rundir, summary["selection"]["best_round"]))
+        predicted = {rnd: t.predictions for rnd, t in tests.items() if t.predictions is not None}
+        chosen = summary["selection"]["best_round"]
+        summary.update(financial_outputs(cfg, ws, algorithm, result, rundir, chosen, predicted))
     finish_run(rundir, summary)
     return summary
 
@@ -75,9 +92,11 @@ def run_rounds(
     env: dict[str, Any],
     resume: bool = False,
     per_client_extra: dict[str, dict[str, float]] | None = None,
+    complete: Callable[[SimulationResult], None] | None = None,
 ) -> tuple[SimulationResult, dict[str, Any]]:
     """The part of a run every runtime shares: config, env, metrics.jsonl, checkpoints, the rounds and
-    the PEFT export of the final shared adapter; the caller adds its extras to the summary and writes
+    the PEFT export of the final shared adapter; ``complete`` fills in what the round loop deferred
+    (`deferred_test`) before the summary is built. The caller adds its extras to the summary and writes
     summary.json and report.md (`finish_run`)."""
     changes = resume_changes(out, cfg) if resume else {}  # refused before anything is written
     rundir = RunDirectory(out)
@@ -117,6 +136,8 @@ def run_rounds(
         config_digest=digest,
         resume_from=checkpoint,
     )
+    if complete is not None:
+        complete(result)
     summary = build_summary(cfg, result, time.perf_counter() - t0, str(out), metric, synthetic, per_client_extra or {})
     if set(lm.layout.slot().keys) <= set(result.server.tensors):
         export_peft(result.server.tensors, lm.layout, out / "adapter", base_model=cfg.backbone)
@@ -136,24 +157,32 @@ def write_run_report(rundir: RunDirectory, report: RunReport, title: str) -> Non
 
 
 def financial_outputs(
-    cfg: RunConfig, ws: Workspace, algorithm: Algorithm, result: SimulationResult, rundir: RunDirectory, chosen: int
+    cfg: RunConfig,
+    ws: Workspace,
+    algorithm: Algorithm,
+    result: SimulationResult,
+    rundir: RunDirectory,
+    chosen: int,
+    predicted: Mapping[int, pd.DataFrame] | None = None,
 ) -> dict[str, Any]:
     """The test outputs of the models of round ``chosen`` (daily.csv; for index datasets portfolio.csv and
     the ``portfolio`` and ``regimes`` summary entries) and the same of the final models, suffixed
-    ``_final``. Without a checkpoint of the chosen round (``checkpoint_every``), both are the final ones."""
-    last = result.history[-1].round
-    checkpoint = rundir.checkpoints.load(restore_random_state=False, round=chosen) if chosen != last else None
-    if chosen != last and checkpoint is None:
+    ``_final``; test predictions already made for a round (``predicted``) are reused. Without a
+    checkpoint of the chosen round (``checkpoint_every``), both are the final ones."""
+    final = round_models(result, rundir, result.history[-1].round)
+    assert final is not None
+    models = round_models(result, rundir, chosen)
+    if models is None:
         log.warning("round %d (chosen on validation) has no checkpoint: daily.csv and the portfolio use the "
                     "final models", chosen)  # fmt: skip
-    views = {"_final": (result.server, result.clients, last)}
-    views[""] = (checkpoint.server, checkpoint.clients, chosen) if checkpoint is not None else views["_final"]
-    out: dict[str, Any] = {"outputs_round": views[""][2]}
+    views = {"_final": final, "": models or final}
+    out: dict[str, Any] = {"outputs_round": views[""].round}
     computed: dict[int, dict[str, Any]] = {}
-    for suffix, (server, clients, rnd) in views.items():
-        if rnd not in computed:
-            computed[rnd] = _test_outputs(cfg, ws, algorithm, server, clients, rnd)
-        outputs = computed[rnd]
+    for suffix, view in views.items():
+        if view.round not in computed:
+            known = (predicted or {}).get(view.round)
+            computed[view.round] = _test_outputs(cfg, ws, algorithm, view, known)
+        outputs = computed[view.round]
         for name in ("daily", "portfolio_daily"):
             if name in outputs:
                 rundir.write_daily(outputs[name], f"{name.replace('_daily', '')}{suffix}.csv")
@@ -162,11 +191,14 @@ def financial_outputs(
 
 
 def _test_outputs(
-    cfg: RunConfig, ws: Workspace, algorithm: Algorithm, server: Record, clients: Mapping[str, Record], rnd: int
+    cfg: RunConfig, ws: Workspace, algorithm: Algorithm, models: RoundModels, predictions: pd.DataFrame | None
 ) -> dict[str, Any]:
-    """Daily series, daily portfolio report and its summaries, and regimes of one set of models."""
+    """Daily series, daily portfolio report and its summaries, and regimes of one round's models (from
+    their test ``predictions`` when these are already made)."""
     assert isinstance(ws.table, SampleTable)
-    predictions = test_predictions(algorithm, server, clients, ws.learners, ws.table.frame, rnd)
+    if predictions is None:
+        frame = ws.table.frame
+        predictions = test_predictions(algorithm, models.server, models.clients, ws.learners, frame, models.round)
     train_dates = ws.table.dates[np.concatenate([lrn.data.train for lrn in ws.learners.values()])]
     return prediction_outputs(cfg, ws.table.task_kind, predictions, train_dates)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 if TYPE_CHECKING:
     import torch
@@ -39,6 +39,12 @@ class FederationConfig(BaseModel):
     clients_per_round: int | None = Field(None, ge=1, description="sample this many clients (overrides fraction)")
     min_clients: int = Field(1, ge=1, description="fewest accepted uploads for a round to aggregate")
     eval_every: int = Field(1, ge=1, description="evaluate every N rounds (and always after the last)")
+    test_rounds: Literal["all", "chosen"] = Field(
+        "all",
+        description="all: test metrics at every evaluation (a test curve; one test pass each); chosen: validation "
+        "only each evaluation, the test split once for the round chosen on validation and once for the last, "
+        "from their checkpoints at the end (the same numbers, 1-2 test passes; `fedloom run` only)",
+    )
     wire_dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="dtype of floating tensors on the wire")
     max_update_norm: float | None = Field(None, gt=0, description="reject uploads whose update L2 norm exceeds this")
     checkpoint_every: int = Field(1, ge=0, description="checkpoint every N rounds (0: never)")
@@ -51,6 +57,16 @@ class FederationConfig(BaseModel):
         description="Flower: client id → its owner's OpenSSH public key (or .pub path); nodes must sign their "
         "claim with the matching private key (node config identity-key). Empty: node claims are trusted",
     )
+
+    @model_validator(mode="after")
+    def _chosen_round_checkpointed(self) -> FederationConfig:
+        every = self.checkpoint_every
+        if self.test_rounds == "chosen" and (every == 0 or self.eval_every % every):
+            raise ValueError(
+                "federation.test_rounds=chosen evaluates the chosen round's models from its checkpoint, so every "
+                f"evaluated round needs one: checkpoint_every={every} must divide eval_every={self.eval_every}"
+            )
+        return self
 
     @property
     def wire(self) -> torch.dtype:

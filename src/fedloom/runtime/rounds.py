@@ -97,8 +97,10 @@ class ClientPool(Protocol):
     def secure_train(self, rnd: int, downloads: Mapping[str, Record]) -> SecureRound:
         """`train` under secure aggregation: the server gets only the weighted mean of the uploads."""
 
-    def evaluate(self, rnd: int, server: Record, downloads: Mapping[str, Record]) -> Evaluation:
-        """Personalized (and, where the method has one, global) metrics of every client."""
+    def evaluate(
+        self, rnd: int, server: Record, downloads: Mapping[str, Record], splits: Sequence[str] = EVAL_SPLITS
+    ) -> Evaluation:
+        """Personalized (and, where the method has one, global) metrics of every client on ``splits``."""
 
     def states(self) -> dict[str, Record]:
         """The private states this pool holds for checkpoints (none where nodes keep their own)."""
@@ -157,6 +159,8 @@ class Runtime:
         if problem:
             raise ConfigError(problem)
         self.wire = cfg.wire
+        # with test_rounds=chosen the caller evaluates the test split of the chosen and last rounds afterwards
+        self.round_splits = EVAL_SPLITS if cfg.test_rounds == "all" else ("val",)
         self.progress = progress or SilentProgress()
 
     def run(
@@ -182,7 +186,7 @@ class Runtime:
             server, record = self.run_round(rnd, server)
             if rnd % self.cfg.eval_every == 0 or rnd == rounds:
                 t0 = time.perf_counter()
-                record.evaluation = self.evaluate(server, rnd)
+                record.evaluation = self.evaluate(server, rnd, self.round_splits)
                 record.summary = summarize(record.evaluation, self.pool.sizes)
                 record.seconds["evaluate"] = time.perf_counter() - t0
             history.append(record)
@@ -274,13 +278,13 @@ class Runtime:
         record.diagnostics = self.algorithm.diagnostics(server, {}, new_server)  # no individual uploads
         return new_server
 
-    def evaluate(self, server: Record, rnd: int) -> Evaluation:
-        """Personalized and, where the method has one, global evaluation on every client's val/test rows."""
-        return self.pool.evaluate(rnd, server, self.algorithm.configure(server, self.pool.ids, rnd))
+    def evaluate(self, server: Record, rnd: int, splits: Sequence[str] = EVAL_SPLITS) -> Evaluation:
+        """Personalized and, where the method has one, global evaluation on every client's ``splits`` rows."""
+        return self.pool.evaluate(rnd, server, self.algorithm.configure(server, self.pool.ids, rnd), splits)
 
 
-def empty_evaluation(modes: Sequence[str] = ("personal",)) -> Evaluation:
-    return {mode: {s: {} for s in EVAL_SPLITS} for mode in modes}
+def empty_evaluation(modes: Sequence[str] = ("personal",), splits: Sequence[str] = EVAL_SPLITS) -> Evaluation:
+    return {mode: {s: {} for s in splits} for mode in modes}
 
 
 def _accumulate(target: dict[str, dict[str, int]], direction: str, groups: Mapping[str, int]) -> None:

@@ -7,7 +7,7 @@ wire (rounded to the wire dtype), so the numbers are what a deployment would see
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import torch
 
@@ -79,14 +79,16 @@ class InProcessClients:
         hidden = {c: ClientResult(None, r.metrics, r.failure, r.seconds) for c, r in results.items()}
         return SecureRound(hidden, weighted_mean(forms) if forms else None)
 
-    def evaluate(self, rnd: int, server: Record, downloads: Mapping[str, Record]) -> Evaluation:
-        out = empty_evaluation()
+    def evaluate(
+        self, rnd: int, server: Record, downloads: Mapping[str, Record], splits: Sequence[str] = EVAL_SPLITS
+    ) -> Evaluation:
+        out = empty_evaluation(splits=splits)
         for cid, learner in self.learners.items():
             for mode, metrics in evaluate_client(
-                self.algorithm, learner, server, downloads[cid], self._states[cid]
+                self.algorithm, learner, server, downloads[cid], self._states[cid], splits
             ).items():
                 for split, values in metrics.items():
-                    out.setdefault(mode, {s: {} for s in EVAL_SPLITS})[split][cid] = values
+                    out.setdefault(mode, {s: {} for s in splits})[split][cid] = values
         return out
 
     def states(self) -> dict[str, Record]:
@@ -122,11 +124,12 @@ def client_round(
 
 
 def evaluate_client(
-    algorithm: Algorithm, learner: Learner, server: Record, download: Record, state: Record
-) -> dict[str, dict[str, dict[str, float]]]:
+    algorithm: Algorithm, learner: Learner, server: Record, download: Record, state: Record,
+    splits: Sequence[str] = EVAL_SPLITS,
+) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
     """mode → split → metrics of one client: its personalized model and, where one exists, the global."""
     models = {"personal": algorithm.client_model(download, state)}
     shared = algorithm.global_model(server, state)
     if shared is not None:
         models["global"] = shared
-    return {mode: {s: learner.evaluate(m.params, s, m.mixture) for s in EVAL_SPLITS} for mode, m in models.items()}
+    return {mode: {s: learner.evaluate(m.params, s, m.mixture) for s in splits} for mode, m in models.items()}

@@ -269,7 +269,14 @@ class Learner:
         task = self.task
         if isinstance(task, GenerationTask):
             return self._evaluate_text(task, params, rows, mixture)
-        predictions = self.predict(params, split, mixture)
+        return self.metrics(self.predict(params, split, mixture), split)
+
+    def metrics(self, predictions: np.ndarray, split: str) -> dict[str, float]:
+        """The task's metrics of ``predictions`` (`predict`'s output: this client's ``split`` rows in order)."""
+        task = self.task
+        if isinstance(task, GenerationTask):
+            raise TypeError(f"client {self.client_id}: a text task is scored on generations; use evaluate")
+        rows = self.data.split(split)
         return task.evaluate(predictions, self.eval_targets[rows].numpy(), self.dates[rows])
 
     @torch.no_grad()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
@@ -151,7 +151,10 @@ class FlowerClients:
         result = secure_round(self.grid, contents, self.nodes, secure, max_weight, rnd, self.timeout)
         return SecureRound({**missing, **result.clients}, result.mean)
 
-    def evaluate(self, rnd: int, server: Record, downloads: Mapping[str, Record]) -> Evaluation:
+    def evaluate(
+        self, rnd: int, server: Record, downloads: Mapping[str, Record], splits: Sequence[str] = EVAL_SPLITS
+    ) -> Evaluation:
+        """The nodes' metrics on ``splits`` (a node evaluates both splits; the others are dropped here)."""
         exact = torch.float32  # evaluation inputs travel exactly: the same numbers as in process
         contents = {}
         for cid, download in downloads.items():
@@ -161,16 +164,16 @@ class FlowerClients:
                     content[key] = value
                 contents[cid] = content
         replies, _ = self._exchange(MessageType.EVALUATE, rnd, contents)
-        out = empty_evaluation()
+        out = empty_evaluation(splits=splits)
         for cid, content in replies.items():
             try:
                 values = [(*key.split("/", 2), float(v)) for key, v in content.metric_records["metrics"].items()]
-                parsed = [(mode, split, metric, v) for mode, split, metric, v in values if split in EVAL_SPLITS]
+                parsed = [(mode, split, metric, v) for mode, split, metric, v in values if split in splits]
             except (KeyError, TypeError, ValueError) as exc:
                 log.warning("round %d: client %s sent a malformed evaluation (%s); left out", rnd, cid, exc)
                 continue
             for mode, split, metric, value in parsed:
-                out.setdefault(mode, {s: {} for s in EVAL_SPLITS})[split].setdefault(cid, {})[metric] = value
+                out.setdefault(mode, {s: {} for s in splits})[split].setdefault(cid, {})[metric] = value
         return out
 
 

@@ -183,6 +183,30 @@ def run(
     _track(track, track_uri, [out])
 
 
+@app.command()
+def prepare(
+    config: ConfigOpt = None,
+    dataset: DatasetOpt = None,
+    backbone: BackboneOpt = None,
+    data_dir: DataDirOpt = None,
+    set_: SetOpt = None,
+) -> None:
+    """Build a config's caches now — the converted model, token ids, frozen features — so the runs that
+    read them start at once (`fedloom suite` prepares each workspace on every core before its workers)."""
+    _interruptible()
+    from fedloom.experiments.config import load_config
+    from fedloom.experiments.workspace import prepare_workspace
+
+    cfg = load_config(config, {"dataset": dataset, "backbone": backbone}, _with_data_dir(set_, data_dir))
+    if cfg.is_reference:
+        console.print(f"{cfg.method} is a structured reference: it reads no model cache, nothing to prepare")
+        return
+    with _progress() as progress:
+        ws = prepare_workspace(cfg, progress)
+    spent = ", ".join(f"{k} {v:.1f} s" for k, v in ws.setup_seconds.items())
+    console.print(f"prepared {cfg.backbone} on {cfg.dataset} ({len(ws.learners)} clients): {spent}")
+
+
 def _track(tracker: str | None, uri: str | None, run_dirs: list[Path]) -> None:
     """Log finished run directories to the tracker named by ``--track`` (none: nothing)."""
     if tracker is None:

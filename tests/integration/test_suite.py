@@ -30,6 +30,7 @@ def test_the_smoke_suite_runs_then_a_rerun_skips_both_jobs(tmp_path: Path):
     out = tmp_path / "smoke"
     first = fedloom("suite", str(SMOKE), "--workers", "2", "--out", str(out))
     assert first.returncode == 0, first.stderr[-3000:]
+    assert first.stderr.count("prepared") == 1  # both jobs share one workspace: prepared once, on every core
     assert [(e["job"], e["status"]) for e in sorted(events(out), key=lambda e: e["job"])] == [
         ("synthetic/fedavg/default/seed0", "finished"),
         ("synthetic/local/default/seed0", "finished"),
@@ -69,6 +70,7 @@ def test_a_failing_job_is_recorded_and_the_others_finish(tmp_path: Path):
     assert failed["status"] == "failed" and "acl18" in failed["error"]
     assert Path(failed["log"]).is_file() and (out / "synthetic/fedavg/default/seed0/summary.json").is_file()
     assert "1 failed" in proc.stderr
+    assert proc.stderr.count("prepared") == 2 and proc.stderr.count("did not finish") == 1  # acl18's prepare
 
 
 @pytest.mark.slow

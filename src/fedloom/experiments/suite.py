@@ -4,7 +4,9 @@ A job whose run directory has summary.json is finished and skipped; one with a c
 (started, interrupted) continues with ``fedloom run --resume``; a job that fails is recorded in
 ``SUITE_DIR/suite.jsonl`` (its output in ``SUITE_DIR/logs/``) and the others go on. Ctrl-C stops
 the running jobs (their checkpoints stay) so the same command continues later. Job times measured
-here estimate what is left (``--dry-run``, the ETA).
+here estimate what is left (``--dry-run``, the ETA). Before the workers start, each distinct
+workspace of the unfinished jobs is prepared once on every core (`fedloom prepare`), so no worker
+builds a shared cache on its share of the cores while the others wait for it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
+from fedloom.experiments.config import dump_config
 from fedloom.experiments.rundir import atomic_write
 from fedloom.experiments.suite_spec import JOB_FILE, Job, Suite
 
@@ -47,6 +50,18 @@ def job_command(job: Job, suite: Suite, suite_dir: Path, extra: Sequence[str] = 
     base = ["--config", str(suite.base)] if suite.base is not None else []
     flags = ["--method", label.method, "--dataset", label.dataset, "--seed", str(label.seed), "--out", str(out)]
     return [*cli, *base, *flags, *(arg for o in job.overrides for arg in ("--set", o))]
+
+
+def workspaces(jobs: Sequence[Job]) -> list[Job]:
+    """The first job of each distinct workspace among ``jobs``: what the frozen caches depend on (model,
+    data, and the adapted layers, below which the prefix is cached); structured references build none."""
+    seen: dict[str, Job] = {}
+    for job in jobs:
+        if not job.config.is_reference:
+            c = job.config.model_dump(mode="json")
+            key = [c["backbone"], c["model"], c["dataset"], c["data"], c["adapter"]["layers"]]
+            seen.setdefault(json.dumps(key, sort_keys=True), job)
+    return list(seen.values())
 
 
 def cpu_shares(cpus: Sequence[int], workers: int) -> list[list[int]]:
@@ -112,7 +127,7 @@ class SuiteState:
         return sum(v for v in left if v is not None) / self.workers
 
 
-Event = Literal["started", "finished", "failed", "skipped", "interrupted"]
+Event = Literal["preparing", "prepared", "started", "finished", "failed", "skipped", "interrupted"]
 
 
 class SuiteRunner:
@@ -148,6 +163,8 @@ class SuiteRunner:
                 self.on_event("skipped", job, state, "")
             else:
                 state.pending.append(job)
+        for job in workspaces(state.pending):
+            self._prepare(job, state)
         running: list[Running] = []
         try:
             while state.pending or running:
@@ -163,6 +180,29 @@ class SuiteRunner:
             self._stop(running, state)
             raise
         return state
+
+    def _prepare(self, job: Job, state: SuiteState) -> None:
+        """`fedloom prepare` of ``job``'s config on every core of the suite; a failure is reported and
+        left to the jobs, which build what they need themselves (and fail on their own if they must)."""
+        cpus = sorted({c for share in self.shares for c in share})
+        config = self.suite_dir / "logs" / f"prepare-{job.folder.replace('/', '__')}.yaml"
+        atomic_write(config, dump_config(job.config))
+        threads = str(len(cpus))
+        env = {**os.environ, "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads}
+        self.on_event("preparing", job, state, "its workspace's caches, on every core")
+        t0 = time.monotonic()
+        with config.with_suffix(".log").open("ab") as log:
+            process = subprocess.Popen([sys.executable, "-m", "fedloom.cli", "prepare", "--config", str(config)],
+                                       stdout=log, stderr=subprocess.STDOUT, env=env)  # fmt: skip
+            try:
+                code = process.wait()
+            except KeyboardInterrupt:
+                process.send_signal(signal.SIGINT)
+                process.wait(timeout=STOP_GRACE)
+                raise
+        seconds = time.monotonic() - t0
+        detail = f"{seconds:.0f} s" if code == 0 else f"did not finish (exit {code}; {config.with_suffix('.log')})"
+        self.on_event("prepared", job, state, detail)
 
     def _start(self, job: Job, cpus: list[int], state: SuiteState) -> Running:
         folder = self.suite_dir / job.folder

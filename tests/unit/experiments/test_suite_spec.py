@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fedloom.errors import ConfigError
-from fedloom.experiments.suite import SuiteState, cpu_shares, estimate, job_command
+from fedloom.experiments.suite import SuiteState, cpu_shares, estimate, job_command, workspaces
 from fedloom.experiments.suite_spec import load_suite, select_jobs
 
 
@@ -70,6 +70,24 @@ def test_a_bad_suite_names_the_problem(tmp_path: Path, body: str, message: str):
     with pytest.raises(ConfigError) as info:
         load_suite(write(tmp_path, body))
     assert message in str(info.value)
+
+
+def test_each_distinct_workspace_is_prepared_once_and_references_need_none(tmp_path: Path):
+    path = write(tmp_path, """
+name: prep
+base: base.yaml
+methods: [fedavg, rpa, lightgbm]
+seeds: [0, 1]
+switches: {default: {}, lr: {train.lr: 0.01}, top1: {adapter.layers: 1}, rank2: {adapter.rank: 2}}
+""")  # fmt: skip
+    suite = load_suite(path)
+    first = workspaces(suite.jobs)
+    # seeds, methods, training switches and the adapter's rank share a workspace; the adapted layers do not
+    # (the frozen prefix is cached below the first of them); LightGBM reads no model cache
+    assert [(j.label.method, j.label.switches, j.label.seed) for j in first] == [
+        ("fedavg", "default", 0), ("fedavg", "top1", 0)
+    ]  # fmt: skip
+    assert workspaces([j for j in suite.jobs if j.label.method == "lightgbm"]) == []
 
 
 def test_cores_are_shared_out_disjointly():

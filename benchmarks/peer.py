@@ -71,7 +71,8 @@ def fedloom_config(folder: Path, table: Path, dtype: str, top2: bool) -> Path:
                  "generic": {"path": str(table), "split_column": "split", "covariates": [],
                              "columns": {"date": "day", "instrument": "ticker", "group": "client", "text": "text",
                                          "target": "ret"}}},
-        "federation": {"fraction": SELECTED / CLIENTS, "eval_every": ROUNDS, "wire_dtype": "float32"},
+        "federation": {"fraction": SELECTED / CLIENTS, "eval_every": ROUNDS, "wire_dtype": "float32",
+                       "test_rounds": "chosen"},  # the test rows once, at the end (the reference scores test once too)
     }  # fmt: skip
     path = folder / f"peer-{dtype}-{'top2' if top2 else 'all'}.json"
     path.write_text(json.dumps(cfg))

@@ -161,8 +161,10 @@ def run(
     if init_adapter is not None:
         overrides.append(f"adapter.init_from={init_adapter.resolve()}")
     cfg = load_config(config, flags, overrides)
-    if resume is not None or init_adapter is not None:
-        cfg.require_federated("--resume" if resume is not None else "--init-adapter")
+    if resume is not None:
+        cfg.require_rounds("--resume")
+    if init_adapter is not None:
+        cfg.require_federated("--init-adapter")
     if resume is not None:  # every check before the first write
         resume_changes(resume, cfg)
         ensure_writable(resume)
@@ -170,7 +172,7 @@ def run(
         claim_run_dir(out, overwrite)
     with _progress() as progress:
         if cfg.is_reference:
-            summary = run_reference(cfg, out, progress)
+            summary = run_reference(cfg, out, progress, resume=resume is not None)
         else:
             ws = prepare_workspace(cfg, progress)
             summary = run_method(cfg, ws, out, progress, resume=resume is not None)

@@ -30,6 +30,37 @@ from fedloom.errors import ConfigError
 DEFAULT_SLOT = "default"
 
 
+class _DroppedDown(torch.autograd.Function):
+    """``A dropout_p(x)`` with ``x`` cast to A's dtype, keeping for the backward pass only ``x`` (already
+    alive, in the frozen model's dtype) and a one-byte dropout mask instead of the full-width fp32
+    dropped copy; the copy is rebuilt from them, without drawing the mask again."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, A: Tensor, p: float) -> Tensor:  # noqa: ANN001
+        h = x.to(A.dtype)
+        keep = None
+        if p > 0.0:  # F.dropout's CPU arithmetic: a Bernoulli(1 − p) draw, scaled by 1 / (1 − p)
+            noise = torch.empty_like(h).bernoulli_(1.0 - p)
+            keep = noise.bool()
+            h = h * noise.div_(1.0 - p)
+        ctx.p = p
+        ctx.save_for_backward(x, A, keep)
+        return F.linear(h, A)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:  # noqa: ANN001
+        x, A, keep = ctx.saved_tensors
+        scale = keep.to(A.dtype).div_(1.0 - ctx.p) if keep is not None else None
+        grad_x = grad_A = None
+        if ctx.needs_input_grad[0]:
+            grad_h = grad @ A
+            grad_x = (grad_h if scale is None else grad_h * scale).to(x.dtype)
+        if ctx.needs_input_grad[1]:
+            h = x.to(A.dtype) if scale is None else x.to(A.dtype) * scale
+            grad_A = grad.reshape(-1, grad.shape[-1]).T @ h.reshape(-1, h.shape[-1])
+        return grad_x, grad_A, None
+
+
 def lora_a_key(path: str, slot: str = DEFAULT_SLOT) -> str:
     return f"{path}.lora_A.{slot}.weight"
 
@@ -161,8 +192,7 @@ class LoraLinear(nn.Module):
         ranks = torch.tensor([a.shape[0] for a in As], device=x.device)
         A, B = torch.cat(As).to(x.device), torch.cat(Bs, dim=1).to(x.device)
         scales = torch.tensor([self.spec.scaling(a.shape[0]) for a in As], dtype=A.dtype, device=x.device)
-        h = F.dropout(x.to(A.dtype), p=self.spec.dropout, training=b.train)
-        z = F.linear(h, A) * scales.repeat_interleave(ranks)  # α/r_k on slot k's rank rows
+        z = self._down(x, A, b.train) * scales.repeat_interleave(ranks)  # α/r_k on slot k's rank rows
         if b.weights is not None:  # [N, S] → a weight per rank row, broadcast over the token axes
             weights = b.weights.to(x.device, A.dtype).repeat_interleave(ranks, dim=1)
             z = z * weights.view(x.shape[0], *([1] * (x.dim() - 2)), -1)
@@ -184,9 +214,17 @@ class LoraLinear(nn.Module):
     def _slot_output(self, x: Tensor, slot: str, b: Binding) -> Tensor:
         A = b.params[lora_a_key(self.path, slot)].to(x.device)  # adapters live on the CPU; copies are
         B = b.params[lora_b_key(self.path, slot)].to(x.device)  # differentiable and free when devices match
-        scale = self.spec.scaling(A.shape[0])
-        h = F.dropout(x.to(A.dtype), p=self.spec.dropout, training=b.train)
-        return scale * F.linear(F.linear(h, A), B)
+        return self.spec.scaling(A.shape[0]) * F.linear(self._down(x, A, b.train), B)
+
+    def _down(self, x: Tensor, A: Tensor, train: bool) -> Tensor:
+        """``A dropout(x)`` in the adapters' precision. Where that makes a new copy of ``x`` (dropout, or bf16
+        frozen activations cast to fp32 adapters) and gradients are on, `_DroppedDown` keeps a one-byte
+        mask instead of that copy: the same mask and values, two fewer full-width fp32 tensors per adapted
+        layer held through the backward pass."""
+        p = self.spec.dropout if train else 0.0
+        if not torch.is_grad_enabled() or (p == 0.0 and x.dtype == A.dtype):
+            return F.linear(F.dropout(x.to(A.dtype), p=p, training=train), A)
+        return _DroppedDown.apply(x, A, p)
 
 
 class AdapterBank:

@@ -135,10 +135,20 @@ class RunConfig(_Strict):
         return self.method in REFERENCES
 
     def require_federated(self, where: str) -> None:
-        """Refuse a structured reference where only a federated method runs (Flower, resume)."""
+        """Refuse a structured reference where only a federated method on the LLM runs (Flower, an adapter)."""
         if self.is_reference:
-            raise ConfigError(f"{self.method} is a structured reference: it trains in one pass on numeric "
-                              f"features, so {where} does not apply; run it with `fedloom run`")  # fmt: skip
+            raise ConfigError(f"{self.method} is a structured reference: it trains on numeric features without "
+                              f"the LLM, so {where} does not apply; run it with `fedloom run` (references.mode="
+                              "federated runs there, in process)")  # fmt: skip
+
+    def require_rounds(self, where: str) -> None:
+        """Refuse a run without rounds where a round-by-round run is needed (resume): a reference fitted
+        in one pass; a federated reference has rounds."""
+        if self.is_reference and self.references.mode != "federated":
+            raise ConfigError(
+                f"{self.method} is a structured reference fitted in one pass, so {where} does not apply; "
+                "run it again (`--overwrite`) or train it with references.mode=federated"
+            )
 
     @field_validator("dataset")
     @classmethod

@@ -11,6 +11,7 @@ from fedloom.algorithms.config import MethodConfig
 from fedloom.errors import ConfigError
 from fedloom.experiments.config import RunConfig, changed_keys, load_config
 from fedloom.experiments.methods import build_method
+from fedloom.experiments.reference_run import federated_workspace
 from fedloom.experiments.rundir import RunDirectory
 from fedloom.experiments.workspace import prepare_workspace
 from fedloom.progress import Progress
@@ -41,7 +42,7 @@ def evaluate_run(run_dir: Path, overrides: list[str], progress: Progress | None 
     checkpoint = rundir.checkpoints.load(restore_random_state=False)
     if checkpoint is None:
         raise ConfigError(f"{run_dir} has no checkpoint to evaluate")
-    ws = prepare_workspace(cfg, progress)
+    ws = federated_workspace(cfg) if cfg.is_reference else prepare_workspace(cfg, progress)
     if set(checkpoint.clients) != set(ws.learners):
         raise ConfigError(f"{run_dir}: the checkpoint holds no client states (a deployment keeps them on its nodes)")
     algorithm = build_method(cfg, ws.lm, server=False)  # evaluation needs no server-side model work

@@ -30,6 +30,10 @@ def method_context(cfg: RunConfig, layout: TensorLayout | None = None, lm: Adapt
                         None if lm is None else public_text)  # fmt: skip
 
 
-def build_method(cfg: RunConfig, lm: AdaptedLM, *, server: bool) -> Algorithm:
-    """``cfg.method`` on ``lm``'s adapter layout, as the server (``server=True``) or a client builds it."""
+def build_method(cfg: RunConfig, lm: AdaptedLM | None, *, server: bool) -> Algorithm:
+    """``cfg.method`` on ``lm``'s adapter layout, as the server (``server=True``) or a client builds it;
+    for a federated reference (no LM), ``references.algorithm`` on the network's tensors."""
+    if cfg.is_reference:
+        return build_algorithm(cfg.references.algorithm, method_context(cfg))
+    assert lm is not None, f"{cfg.method} needs the backbone"
     return build_algorithm(cfg.method, method_context(cfg, lm.layout.slot(), lm if server else None))

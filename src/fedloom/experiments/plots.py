@@ -11,10 +11,16 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
+from cycler import cycler
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
 from fedloom.algorithms.base import Heatmap
+
+# 20 distinct line colours: tab10's, then tab20's lighter partners (a suite table has 11+ rows; the
+# default cycle repeats after 10, and two rows would share a colour)
+_TAB20 = [matplotlib.colormaps["tab20"](i) for i in range(20)]
+plt.rcParams["axes.prop_cycle"] = cycler(color=[*_TAB20[0::2], *_TAB20[1::2]])
 
 
 def heatmap_on(ax: Axes, heatmap: Heatmap, annotate: bool = True) -> matplotlib.image.AxesImage:

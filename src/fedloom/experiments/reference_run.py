@@ -13,19 +13,25 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 from fedloom.data.registry import load_dataset
 from fedloom.data.schema import ClientData, SampleTable
 from fedloom.errors import ConfigError
 from fedloom.experiments.config import RunConfig
-from fedloom.experiments.run import finish_run, prediction_outputs
+from fedloom.experiments.run import finish_run, prediction_outputs, run_method
 from fedloom.experiments.rundir import RunDirectory
-from fedloom.experiments.workspace import data_owners
+from fedloom.experiments.workspace import Workspace, data_owners
 from fedloom.progress import Progress
-from fedloom.references.base import Objective
+from fedloom.references.base import Objective, filled
+from fedloom.references.federated import NetLearner, body_of, body_tensors
+from fedloom.references.neural import NeuralReference
+from fedloom.references.registry import REFERENCES
 from fedloom.references.training import fit_and_score
 from fedloom.runtime.rounds import Evaluation, RoundRecord, summarize
+from fedloom.seeding import derive_seed, generator
 from fedloom.tasks.generation import GenerationTask
+from fedloom.tasks.learner import Learner
 from fedloom.tasks.registry import make_task
 
 EVALUATED = ("val", "test")
@@ -57,16 +63,48 @@ def evaluate_scores(
     return {"personal": out}
 
 
-def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -> dict[str, Any]:
-    """Fit ``cfg.method`` (a reference) on ``cfg.dataset``'s clients and write its run directory."""
+def federated_workspace(cfg: RunConfig) -> Workspace:
+    """A federated reference's workspace: its network (initialized from the run seed, as every party's
+    adapter is) without the output layer as the shared tensors, and one `NetLearner` per client."""
+    t0 = time.perf_counter()
+    table = reference_table(cfg)
+    objective = _objective(table)
+    reference = REFERENCES[cfg.method].build(cfg.references, objective, table.covariates, cfg.seed)
+    if not isinstance(reference, NeuralReference) or reference.schedule.sampling == "days":
+        row_wise = ", ".join(n for n, r in REFERENCES.items() if r.reads in ("rows", "series") and n != "gat")
+        raise ConfigError(f"references.mode=federated trains a network that scores one row at a time ({row_wise} "
+                          f"— {cfg.method} is not one); use pooled or local")  # fmt: skip
+    outputs = objective.num_classes if objective.classes else 1
+    body, width = body_of(reference.network(len(table.covariates), outputs, generator(cfg.seed, "adapter-init")))
+    x = torch.from_numpy(filled(table.frame[list(table.covariates)].to_numpy(np.float32)))
+    eval_targets = table.frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else None
+    head_seed = derive_seed(cfg.seed, "head") if cfg.train.head_init == "shared" else None
+    learners: dict[str, Learner] = {}
+    for c in data_owners(cfg, table):
+        task = make_task(table.task_kind, table.targets[c.train], table.num_classes)
+        learners[c.client_id] = NetLearner(body, width, x, table.targets, table.dates, c, task, eval_targets,
+                                           head_seed=head_seed)  # fmt: skip
+    return Workspace(None, table, learners, body_tensors(body), {"data": time.perf_counter() - t0})
+
+
+def _objective(table: SampleTable) -> Objective:
+    if table.task_kind == "classification":
+        return Objective("classification", table.num_classes or 2)
+    return Objective("regression")
+
+
+def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None, resume: bool = False) -> dict[str, Any]:
+    """Fit ``cfg.method`` (a reference) on ``cfg.dataset``'s clients and write its run directory; with
+    ``references.mode=federated`` train it round by round as a federated method (``resume`` as `run_method`'s)."""
+    if cfg.references.mode == "federated":
+        return run_method(cfg, federated_workspace(cfg), out, progress, resume)
     t0 = time.perf_counter()
     table = reference_table(cfg)
     clients = data_owners(cfg, table)
     setup = time.perf_counter() - t0
     frame, options = table.frame, cfg.references
     x = frame[list(table.covariates)].to_numpy(np.float32)
-    objective = Objective("classification", table.num_classes or 2) if table.task_kind == "classification" else (
-        Objective("regression"))  # fmt: skip
+    objective = _objective(table)
     t0 = time.perf_counter()
     scores, fit_info = fit_and_score(cfg.method, options, objective, table.covariates, x, table.targets,
                                      table.dates, clients, cfg.seed, progress)  # fmt: skip

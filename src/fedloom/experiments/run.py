@@ -84,7 +84,7 @@ def run_method(
 def run_rounds(
     cfg: RunConfig,
     runtime: Runtime,
-    lm: AdaptedLM,
+    lm: AdaptedLM | None,
     shared_init: dict[str, Tensor],
     out: Path,
     metric: str,
@@ -106,15 +106,12 @@ def run_rounds(
         check_checkpoint(out, cfg, checkpoint.round, checkpoint.config_digest)
         rundir.record_resume(checkpoint.round, changes)
     rundir.write_config(cfg)
-    rundir.write_env(
-        {
-            "backbone": lm.backbone.identity,
-            "dtype": str(lm.backbone.dtype).removeprefix("torch."),  # what `auto` chose, when it was auto
-            "adapted_layers": sorted({m.layer for m in lm.layout.modules}),
-            "resumed_from_round": checkpoint.round if checkpoint else None,
-            **env,
-        }
-    )
+    model = {} if lm is None else {
+        "backbone": lm.backbone.identity,
+        "dtype": str(lm.backbone.dtype).removeprefix("torch."),  # what `auto` chose, when it was auto
+        "adapted_layers": sorted({m.layer for m in lm.layout.modules}),
+    }  # fmt: skip
+    rundir.write_env({**model, "resumed_from_round": checkpoint.round if checkpoint else None, **env})
     history = [RoundRecord(**r) for r in checkpoint.history] if checkpoint else []
     rundir.start_metrics(history)
 
@@ -139,7 +136,7 @@ def run_rounds(
     if complete is not None:
         complete(result)
     summary = build_summary(cfg, result, time.perf_counter() - t0, str(out), metric, synthetic, per_client_extra or {})
-    if set(lm.layout.slot().keys) <= set(result.server.tensors):
+    if lm is not None and set(lm.layout.slot().keys) <= set(result.server.tensors):
         export_peft(result.server.tensors, lm.layout, out / "adapter", base_model=cfg.backbone)
     return result, summary
 

@@ -33,10 +33,14 @@ STOP_GRACE = 60.0  # seconds a stopped job gets to exit before it is killed
 
 
 def job_status(job: Job, suite_dir: Path) -> Status:
+    """finished (summary.json), resume (a started run with rounds) or new — a reference fitted in one
+    pass that was stopped starts over."""
     folder = suite_dir / job.folder
     if (folder / "summary.json").is_file():
         return "finished"
-    return "resume" if (folder / "config.yaml").is_file() else "new"
+    cfg = job.config
+    rounds = not cfg.is_reference or cfg.references.mode == "federated"
+    return "resume" if rounds and (folder / "config.yaml").is_file() else "new"
 
 
 def job_command(job: Job, suite: Suite, suite_dir: Path, extra: Sequence[str] = ()) -> list[str]:
@@ -49,6 +53,8 @@ def job_command(job: Job, suite: Suite, suite_dir: Path, extra: Sequence[str] = 
     label = job.label
     base = ["--config", str(suite.base)] if suite.base is not None else []
     flags = ["--method", label.method, "--dataset", label.dataset, "--seed", str(label.seed), "--out", str(out)]
+    if (out / "config.yaml").is_file():  # a stopped one-pass reference: its partial folder is replaced
+        flags.append("--overwrite")
     return [*cli, *base, *flags, *(arg for o in job.overrides for arg in ("--set", o))]
 
 

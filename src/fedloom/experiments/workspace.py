@@ -40,9 +40,10 @@ from fedloom.tasks.side_channel import SideChannel
 
 @dataclass
 class Workspace:
-    """Everything method-independent: one backbone, one feature cache, one learner per client."""
+    """Everything method-independent: one backbone, one feature cache, one learner per client
+    (a federated reference has no backbone: ``lm`` None, its network in the learners)."""
 
-    lm: AdaptedLM
+    lm: AdaptedLM | None
     table: Table
     learners: dict[str, Learner]
     shared_init: dict[str, Tensor]

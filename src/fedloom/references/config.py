@@ -6,6 +6,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+# the fedloom methods that treat a model's tensors as opaque (no LoRA factors, backbone or embeddings):
+# the ones a federated reference can run under
+FederatedAlgorithm = Literal["local", "fedavg", "fedprox", "fedavgm", "ditto", "scaffold"]
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -64,7 +68,12 @@ class MLPConfig(_Strict):
     examples/benchmarks/MLP/workflow_config_mlp_Alpha158.yaml. (Names differ from the LLM's ``train``
     keys so that ``--set lr=…`` and the other leaf shorthands keep meaning the LLM's.)"""
 
-    hidden_sizes: list[int] = Field([256], min_length=1, description="Linear → BatchNorm → LeakyReLU(0.1) blocks")
+    hidden_sizes: list[int] = Field([256], min_length=1, description="Linear → norm → LeakyReLU(0.1) blocks")
+    norm: Literal["auto", "batch", "layer"] = Field(
+        "auto",
+        description="normalization of each block: batch (Qlib's BatchNorm), layer (LayerNorm: no running "
+        "statistics, the usual federated substitute); auto: batch pooled or local, layer federated",
+    )
     dropout_rate: float = Field(0.05, ge=0, lt=1, description="dropout on the input and before the output layer")
     learning_rate: float = Field(0.002, gt=0, description="Adam learning rate")
     adam_weight_decay: float = Field(0.0002, ge=0, description="Adam's L2 weight decay")
@@ -175,8 +184,15 @@ class MASTERConfig(_Strict):
 class ReferenceOptions(_Strict):
     """How reference models train (``method`` = one of `fedloom methods`' references)."""
 
-    mode: Literal["pooled", "local"] = Field(
-        "pooled", description="pooled: one model on every client's rows (centralized); local: one model per client"
+    mode: Literal["pooled", "local", "federated"] = Field(
+        "pooled",
+        description="pooled: one model on every client's rows (centralized); local: one model per client; "
+        "federated: a neural reference's network trained by `algorithm` over `rounds` (beyond seed 000)",
+    )
+    algorithm: FederatedAlgorithm = Field(
+        "fedavg",
+        description="federated mode: the fedloom method that trains the network in place of a LoRA adapter "
+        "(its `methods.<name>` settings apply; heads stay private)",
     )
     threads: int | None = Field(None, ge=1, description="threads of the boosting libraries (None: every core)")
     linear: LinearConfig = LinearConfig()

@@ -51,7 +51,7 @@ def _catboost(o: ReferenceOptions, objective: Objective, features: Sequence[str]
 def _mlp(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
     from fedloom.references.mlp import mlp_reference
 
-    return mlp_reference(o.mlp, objective, seed)
+    return mlp_reference(o.mlp, objective, seed, federated=o.mode == "federated")
 
 
 def _sequence(name: str) -> Builder:

@@ -249,3 +249,44 @@ def test_slot_layout_is_the_flat_adapter_vector(tiny_backbone):
     assert list(back) == [k for k, _ in layout.slot("e1").entries]
     assert all(torch.equal(back[k], params[k]) for k in params)
     assert all(".e1." in k for k in back)
+
+
+def _saved_bytes(fn, inputs: torch.Tensor) -> tuple[torch.Tensor, int]:
+    """``fn()`` and the bytes of the distinct float32 storages besides ``inputs``' own that autograd saves
+    for its backward."""
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        if t.dtype == torch.float32 and t.untyped_storage().data_ptr() != inputs.untyped_storage().data_ptr():
+            storages[t.untyped_storage().data_ptr()] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return out, sum(storages.values())
+
+
+@pytest.mark.parametrize("dtype,dropout", [(torch.bfloat16, 0.0), (torch.bfloat16, 0.3), (torch.float32, 0.3)])
+def test_dropped_input_is_recomputed_not_kept(dtype, dropout):
+    """Training with dropout or with bf16 frozen activations keeps no full-width fp32 copy of ``x`` for the
+    backward pass (it is recomputed from ``x`` and the RNG state), and gives the plain path's dropout mask,
+    output and gradients."""
+    d_in, rank = 64, 2
+    cell = _BindingSlot()
+    base = nn.Linear(d_in, D_OUT).requires_grad_(False).to(dtype)
+    layer = LoraLinear(base, "m", LoraSpec(rank=rank, alpha=4.0, dropout=dropout), cell)
+    g = torch.Generator().manual_seed(0)
+    A = torch.randn(rank, d_in, generator=g).requires_grad_(True)
+    B = torch.randn(D_OUT, rank, generator=g).requires_grad_(True)
+    x = torch.randn(32, 16, d_in, generator=g).to(dtype).requires_grad_(True)
+    cell.binding = Binding({lora_a_key("m"): A, lora_b_key("m"): B}, train=True)
+    torch.manual_seed(3)
+    y, kept = _saved_bytes(lambda: layer(x), x)
+    assert kept < 4 * x.numel() / 4  # the plain path keeps a new fp32 copy of x (two with dropout)
+    torch.manual_seed(3)  # the plain path: dropout(x.to(A.dtype)) kept for A's gradient
+    want = base(x) + (2.0 * F.linear(F.linear(F.dropout(x.to(A.dtype), dropout, True), A), B)).to(dtype)
+    torch.testing.assert_close(y, want)
+    got = torch.autograd.grad(y.float().pow(2).sum(), [A, B, x])
+    expected = torch.autograd.grad(want.float().pow(2).sum(), [A, B, x])
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b)

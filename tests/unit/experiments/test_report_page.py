@@ -99,3 +99,13 @@ def test_pareto_front_keeps_the_rows_nothing_beats_on_cost_and_quality():
     points = {"cheap": (1.0, 0.1), "best": (4.0, 0.5), "dominated": (5.0, 0.4), "middle": (2.0, 0.3)}
     assert pareto_front(points, higher=True) == ["cheap", "middle", "best"]
     assert pareto_front({"a": (1.0, 0.3), "b": (2.0, 0.1)}, higher=False) == ["a", "b"]  # lower error wins
+
+
+def test_a_suite_of_eleven_rows_draws_eleven_line_colours():
+    """Seed 000's ACL18 table has 11 rows: no two may share a colour (matplotlib's default cycle has 10)."""
+    from fedloom.experiments.figures import rounds_figure
+
+    rows = {f"row{i}": pd.DataFrame({"seed0": [0.1 * i, 0.2]}, index=[1, 2]) for i in range(11)}
+    fig = rounds_figure({"val": rows}, "mcc")
+    colours = {line.get_color() for line in fig.axes[0].get_lines()}
+    assert len(colours) == 11

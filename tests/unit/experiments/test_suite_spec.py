@@ -119,6 +119,24 @@ def test_every_job_command_carries_the_suite_wide_arguments_also_on_resume(tmp_p
     assert resumed[-4:] == ["--track", "mlflow", "--resume", str(out / job.folder)]
 
 
+def test_a_stopped_one_pass_reference_starts_over_and_a_federated_one_resumes(tmp_path: Path):
+    """A reference fitted in one pass has no checkpoint: its partial folder is replaced (--overwrite),
+    never handed to --resume, which it would refuse; a federated reference has rounds and resumes."""
+    suite = load_suite(write(tmp_path, """
+name: refs
+base: base.yaml
+methods: [mlp]
+switches: {pooled: {references.mode: pooled}, federated: {references.mode: federated}}
+"""))  # fmt: skip
+    out = tmp_path / "out"
+    for job in suite.jobs:
+        (out / job.folder).mkdir(parents=True)
+        (out / job.folder / "config.yaml").write_text("")  # started, stopped before summary.json
+    commands = {job.label.switches: job_command(job, suite, out) for job in suite.jobs}
+    assert "--resume" not in commands["pooled"] and "--overwrite" in commands["pooled"]
+    assert commands["federated"][-2:] == ["--resume", str(out / "synthetic/mlp/federated/seed0")]
+
+
 def test_per_method_overrides_reach_only_that_methods_jobs(tmp_path: Path):
     path = write(tmp_path, """
 name: ranks

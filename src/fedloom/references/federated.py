@@ -111,4 +111,5 @@ class NetLearner(Learner):
 
 
 def params_head(params: Mapping[str, Tensor]) -> dict[str, Tensor]:
+    """The private head's tensors of a client's parameters (the network's ``net.`` ones left out)."""
     return {k: v for k, v in params.items() if k.startswith(HEAD_PREFIX)}

@@ -14,11 +14,14 @@ once at the end.
   (fedloom's prompts, right-padded to 64), the last hidden state from the decoder stack (no LM head).
 
 Both in the dtype given (``--dtype float32`` or ``bfloat16``: frozen weights; adapters, heads and
-optimizer fp32) with adapters on all 30 layers, and again on the top 2 (``--layers top2``; fedloom's
-prefix cache applies there, the reference runs the whole stack). Each measurement: wall time and peak
-RSS of the process (``/usr/bin/time``), and for fedloom the split of its time from its run directory.
+optimizer fp32; ``--dtype auto`` lets fedloom pick by measurement and ``--reference-dtype``, repeatable,
+sets the PEFT loop's, e.g. the issue's fp32 reference beside the bf16 one) with adapters on all 30
+layers, and again on the top 2 (``--layers top2``; fedloom's prefix cache applies there, the reference
+runs the whole stack). Each measurement: wall time and peak RSS of the process (``/usr/bin/time``),
+and for fedloom the split of its time from its run directory.
 
     python benchmarks/peer.py --dtype bfloat16 --repeats 2 --out benchmarks/results/peer-DATE.json
+    python benchmarks/peer.py --dtype auto --reference-dtype float32 --reference-dtype bfloat16 --layers top2
 """
 
 from __future__ import annotations
@@ -214,14 +217,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--role", choices=["bench", "reference"], default="bench")
     parser.add_argument("--table", type=Path)
-    parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    parser.add_argument(
+        "--dtype",
+        default="bfloat16",
+        choices=["float32", "bfloat16", "auto"],
+        help="fedloom's model.dtype (auto: its measured choice on this CPU)",
+    )
+    parser.add_argument("--reference-dtype", action="append", choices=["float32", "bfloat16"],
+                        help="the PEFT loop's dtype, repeatable (default: --dtype)")  # fmt: skip
     parser.add_argument("--layers", default="all", choices=["all", "top2", "both"])
     parser.add_argument("--repeats", type=int, default=2, help="A/B pairs per setting")
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--write-to", type=Path, help="only write the table and fedloom's configs into this folder")
     args = parser.parse_args()
+    if args.write_to:
+        args.write_to.mkdir(parents=True, exist_ok=True)
+        table = write_table(args.write_to)
+        for top2 in (False, True):
+            print(fedloom_config(args.write_to, table, args.dtype, top2))
+        return
     if args.role == "reference":
         reference(args.table, args.dtype, args.layers == "top2")
         return
+    ref_dtypes = args.reference_dtype or [args.dtype]
+    if "auto" in ref_dtypes:
+        parser.error("--dtype auto needs --reference-dtype float32|bfloat16 for the PEFT loop")
     results: dict[str, dict[str, list[dict]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -229,10 +249,12 @@ def main() -> None:
         for layers in ["all", "top2"] if args.layers == "both" else [args.layers]:
             top2 = layers == "top2"
             config = fedloom_config(folder, table, args.dtype, top2)
-            runs = results.setdefault(layers, {"fedloom": [], "peft": []})
+            names = {d: "peft" if ref_dtypes == [args.dtype] else f"peft-{d}" for d in ref_dtypes}
+            runs = results.setdefault(layers, {"fedloom": [], **{n: [] for n in names.values()}})
             for k in range(args.repeats):  # A/B/A/B
                 runs["fedloom"].append(run_fedloom(folder, config, f"{layers}-{k}"))
-                runs["peft"].append(run_reference(folder, table, args.dtype, top2))
+                for d, name in names.items():
+                    runs[name].append(run_reference(folder, table, d, top2))
                 print(layers, k, {s: round(v[-1]["wall"], 1) for s, v in runs.items()}, flush=True)
     summary = {layers: {s: {"median_wall": statistics.median(r["wall"] for r in v),
                             "peak_rss_gib": max(r["rss_gib"] for r in v)} for s, v in runs.items()}

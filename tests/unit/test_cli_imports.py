@@ -1,5 +1,6 @@
 """The CLI's listing commands stay light: printing help, methods, the config schema or the datasets
-loads none of the tensor stack (torch, transformers, flwr), which only running something needs."""
+loads none of the tensor stack (torch, transformers, flwr), which only running something needs; and a
+run loads none of the libraries only some runs use (reports, plots, clustering, trackers)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import sys
 import pytest
 
 HEAVY = ("torch", "transformers", "flwr")
+ON_USE = ("scipy.stats", "matplotlib", "rouge_score", "sklearn", "mlflow", "lightgbm", "xgboost", "catboost")
 
 
-def heavy_modules_after(code: str) -> list[str]:
-    """The heavy packages in ``sys.modules`` after ``code`` ran in a fresh interpreter."""
-    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(m for m in {HEAVY} if m in sys.modules)))"
+def heavy_modules_after(code: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    """The ``heavy`` modules in ``sys.modules`` after ``code`` ran in a fresh interpreter."""
+    probe = f"{code}\nimport json, sys\nprint(json.dumps(sorted(m for m in {heavy} if m in sys.modules)))"
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -48,3 +50,11 @@ def test_the_schema_and_method_names_import_no_tensor_stack():
 def test_the_probe_sees_a_heavy_import():
     """The check can fail: an algorithm module itself does load torch."""
     assert "torch" in heavy_modules_after("import fedloom.algorithms.fedavg")
+
+
+def test_a_run_imports_only_what_every_run_needs():
+    """`fedloom run` imports these two modules; a Spearman ρ, a plot, a clustering or a tracker is
+    imported where a run uses it (issue 21: start-up)."""
+    code = "import fedloom.experiments.run, fedloom.experiments.reference_run"
+    assert heavy_modules_after(code, ON_USE) == []
+    assert heavy_modules_after("import fedloom.experiments.plots", ON_USE) == ["matplotlib"]  # the probe can fail

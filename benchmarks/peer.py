@@ -242,6 +242,7 @@ def main() -> None:
     ref_dtypes = args.reference_dtype or [args.dtype]
     if "auto" in ref_dtypes:
         parser.error("--dtype auto needs --reference-dtype float32|bfloat16 for the PEFT loop")
+    names = {d: "peft" if ref_dtypes == [args.dtype] else f"peft-{d}" for d in ref_dtypes}  # result keys
     results: dict[str, dict[str, list[dict]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -249,7 +250,6 @@ def main() -> None:
         for layers in ["all", "top2"] if args.layers == "both" else [args.layers]:
             top2 = layers == "top2"
             config = fedloom_config(folder, table, args.dtype, top2)
-            names = {d: "peft" if ref_dtypes == [args.dtype] else f"peft-{d}" for d in ref_dtypes}
             runs = results.setdefault(layers, {"fedloom": [], **{n: [] for n in names.values()}})
             for k in range(args.repeats):  # A/B/A/B
                 runs["fedloom"].append(run_fedloom(folder, config, f"{layers}-{k}"))

@@ -22,7 +22,7 @@ run: setup
 	$(BIN)/fedloom compare --methods local,fedavg,fedavgm,rpa --config configs/default.yaml --out runs/default --overwrite
 
 test: setup
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup --durations=20  # the 20 slowest tests: where CI time goes
 
 test-fast: setup
 	$(BIN)/python -m pytest -q -m "not slow and not integration"

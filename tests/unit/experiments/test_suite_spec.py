@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -150,10 +151,31 @@ per_method: {fedit: [adapter.rank=32]}
         load_suite(path)
 
 
-def test_every_shipped_suite_resolves_every_job():
+def header_table_command(text: str) -> tuple[list[str], str] | None:
+    """The suites and the reference row of a suite file's `fedloom table runs/suites/… --reference ROW`
+    header comment (continuation lines joined), or None where the header has none."""
+    header = " ".join(line.lstrip("# ").rstrip("\\ ") for line in text.splitlines() if line.startswith("#"))
+    found = re.search(r"fedloom table ((?:runs/suites/[\w.-]+\s+)+)--reference (\S+)", header)
+    return (re.findall(r"runs/suites/([\w.-]+)", found.group(1)), found.group(2)) if found else None
+
+
+def test_every_shipped_suite_resolves_every_job_and_its_table_command_names_a_row():
     suites = sorted((Path(__file__).parents[3] / "configs" / "suites").glob("*.yaml"))
     assert len(suites) >= 10
+    rows: dict[str, set[str]] = {}
     for path in suites:
         suite = load_suite(path)
         assert suite.jobs, path
         assert suite.config.name == path.stem  # the default output folder is named after the file
+        rows[path.stem] = {job.label.row for job in suite.jobs}
+    for path in suites:  # the header's `fedloom table … --reference ROW` works as printed
+        command = header_table_command(path.read_text())
+        if command is not None:
+            names, reference = command
+            assert reference in set().union(*(rows[name] for name in names)), (path.name, reference)
+
+
+def test_the_header_table_command_is_read_across_continuation_lines():
+    text = "# x\n#   table:  fedloom table runs/suites/a runs/suites/b \\\n#  --reference fedavg/default\nname: a\n"
+    assert header_table_command(text) == (["a", "b"], "fedavg/default")
+    assert header_table_command("#   table:  fedloom table runs/suites/a\nname: a\n") is None

@@ -348,6 +348,7 @@ def table(
     paths: Annotated[list[Path], typer.Argument(help="run directories, or folders holding them (a suite's)")],
     reference: Annotated[str | None, typer.Option(help="row the bootstrap compares every other row with")] = None,
     daily: Annotated[str | None, typer.Option(help="daily.csv column compared (default: the primary metric)")] = None,
+    final: Annotated[bool, typer.Option(help="bootstrap the final-round models' series (daily_final.csv)")] = False,
     column: Annotated[list[str] | None, typer.Option(help="extra column LABEL=dotted.path (repeatable)")] = None,
     evaluations: Annotated[bool, typer.Option(help="re-evaluations (RUN/evaluations/) as rows")] = False,
     csv: Annotated[Path | None, typer.Option(help="also write the numbers as CSV")] = None,
@@ -357,7 +358,7 @@ def table(
     from fedloom.experiments.table import build_tables, default_columns, find_runs, parse_column
     from fedloom.experiments.table_render import to_csv, to_latex, to_markdown
 
-    runs = find_runs(paths, evaluations)
+    runs = find_runs(paths, evaluations, final)
     extra = [parse_column(c) for c in column or []]
     columns = [*default_columns(runs[0].record), *extra] if extra else None
     tables = build_tables(runs, columns, reference, daily)

@@ -144,23 +144,6 @@ def test_compare_shares_one_workspace(tmp_path, monkeypatch, capsys):
     assert local["communication"] == {"download_bytes": 0, "upload_bytes": 0, "by_group": {}}
 
 
-@pytest.mark.xdist_group("flower")  # a Ray simulation: with the Flower tests on one worker (conftest.py)
-def test_flower_sim_writes_the_same_run_directory(tmp_path: Path):
-    common = ["--method", "fedavg", "--dataset", "synthetic", "--backbone", "tiny-random-llama", "--rounds", "2",
-              "--seed", "0", *SMALL]  # fmt: skip
-    outs = {}
-    for command in ("run", "flower-sim"):
-        outs[command] = tmp_path / command
-        cmd = [sys.executable, "-m", "fedloom.cli", command, *common, "--out", str(outs[command])]
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)  # Ray starts slowly on a busy machine
-        assert proc.returncode == 0, proc.stderr[-2000:]
-    files = {"config.yaml", "env.json", "metrics.jsonl", "summary.json", "report.md", "adapter", "checkpoints"}
-    assert files <= {p.name for p in outs["flower-sim"].iterdir()}
-    a, b = (json.loads((outs[c] / "summary.json").read_text()) for c in ("run", "flower-sim"))
-    assert a["metrics"] == pytest.approx(b["metrics"], rel=1e-4, abs=1e-6)
-    assert a["communication"] == b["communication"]
-
-
 def test_evaluate_reproduces_the_final_round_and_switches_evaluation_settings(tmp_path, monkeypatch, capsys):
     out = tmp_path / "rpa"
     run = ["fedloom", "run", "--method", "rpa", "--backbone", "tiny-random-llama", "--rounds", "2", "--out", str(out),

@@ -1,14 +1,18 @@
 """Flower's simulation engine (flwr 1.42, Message API, Ray backend) runs the same round loop and
-algorithm objects as the in-process runtime: same sampled clients, same final adapters, same metrics."""
+algorithm objects as the in-process runtime: same sampled clients, same final adapters, same metrics,
+the same run directory (`fedloom flower-sim` beside `fedloom run`)."""
 
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import torch
 
 from fedloom.algorithms.base import Record
+from fedloom.experiments.config import dump_config
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from tests.conftest import small_config
 from tests.integration.flower_check import assert_same_run
@@ -54,12 +58,31 @@ def simulate(cfg, ws, out) -> None:
     )
 
 
+def flower_sim_command(cfg, tmp_path):
+    """``fedloom flower-sim --config`` as a user runs it, on ``cfg`` written out as a config file."""
+    config = tmp_path / "config.yaml"
+    config.write_text(dump_config(cfg))
+
+    def run(ws, out) -> None:
+        cmd = [sys.executable, "-m", "fedloom.cli", "flower-sim", "--config", str(config), "--workers", "2",
+               "--out", str(out)]  # fmt: skip
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=900)  # Ray starts slowly when busy
+        assert proc.returncode == 0, proc.stderr[-2000:]
+
+    return run
+
+
+# fedavg: through the command line (the same run directory as `fedloom run`);
 # fedbiot: a server that computes with the model (emulator alignment)
 @pytest.mark.parametrize("method", ["fedavg", "rpa", "fedweave", "fedbiot"])
 def test_flower_simulation_equals_in_process(method, tmp_path):
     cfg = small_config(**{"method": method, "federation.fraction": 0.67, "router_hidden": 16})
-    got = assert_same_run(cfg, tmp_path, lambda ws, out: simulate(cfg, ws, out))
-    assert (tmp_path / "flower" / "report.md").is_file() and got["method"] == method
+    on_flower = flower_sim_command(cfg, tmp_path) if method == "fedavg" else lambda ws, out: simulate(cfg, ws, out)
+    got = assert_same_run(cfg, tmp_path, on_flower)
+    files = {"config.yaml", "env.json", "metrics.jsonl", "summary.json", "report.md", "adapter", "checkpoints"}
+    assert files <= {p.name for p in (tmp_path / "flower").iterdir()} and got["method"] == method
+    expected = json.loads((tmp_path / "in-process" / "summary.json").read_text())
+    assert got["communication"] == expected["communication"]
 
 
 @pytest.mark.parametrize("method", ["fedavg", "rpa"])

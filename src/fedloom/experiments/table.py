@@ -5,8 +5,9 @@ runs of one name — the suite's row (``job.json``) or else the run folder's nam
 ``runs/acl18/seed0/rpa`` and ``runs/acl18/seed1/rpa`` make the row ``rpa`` — and each column is a
 value of every run's summary, aggregated over the row's seeds. The best mean of a column with a
 direction is marked; a paired block bootstrap over trading weeks (seed 000, Table 5) compares each
-row's seed-mean daily series with the reference row's; communication is KB per participating
-client and round (seed 000, eq. 28: what one selected client downloads and uploads in a round).
+row's seed-mean daily series with the reference row's (``daily.csv``: the round chosen on validation;
+``daily_final.csv`` with ``final``: the models after the last round); communication is KB per
+participating client and round (seed 000, eq. 28: what one selected client downloads and uploads in a round).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from fedloom.metrics.significance import paired_block_bootstrap
 
 CROSS_SECTION = (("rank_ic", "pooled RankIC"), ("ic", "pooled IC"))
 PORTFOLIO = (("annualized_return", "excess AR"), ("information_ratio", "IR"), ("max_drawdown", "MDD"))
+DAILY_FILES = {False: "daily.csv", True: "daily_final.csv"}  # the bootstrap's series: chosen / final round
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ class RunResult:
     dataset: str
     record: Mapping[str, Any]  # summary.json + "derived" (per client-round costs) + "last_round"
     daily: pd.DataFrame | None
+    daily_file: str = DAILY_FILES[False]
 
 
 @dataclass(frozen=True)
@@ -93,11 +96,13 @@ class ResultTable:
     best: dict[str, set[str]] = field(default_factory=dict)
     reference: str | None = None
     daily_column: str | None = None
+    daily_file: str = DAILY_FILES[False]
 
 
-def find_runs(paths: Iterable[Path], evaluations: bool = False) -> list[RunResult]:
+def find_runs(paths: Iterable[Path], evaluations: bool = False, final: bool = False) -> list[RunResult]:
     """Every finished run under ``paths`` (run directories or folders holding them, e.g. a suite's);
-    with ``evaluations``, each re-evaluation in ``RUN/evaluations/`` is a row of its own."""
+    with ``evaluations``, each re-evaluation in ``RUN/evaluations/`` is a row of its own; with ``final``,
+    the daily series are the final-round models' (``daily_final.csv``)."""
     found: list[RunResult] = []
     for path in paths:
         if not path.is_dir():
@@ -106,7 +111,7 @@ def find_runs(paths: Iterable[Path], evaluations: bool = False) -> list[RunResul
             [path / "summary.json"] if (path / "summary.json").is_file() else sorted(path.rglob("summary.json"))
         )
         for summary in summaries:
-            run = load_run(summary.parent)
+            run = load_run(summary.parent, final)
             found.append(run)
             if evaluations:
                 found += [_evaluation(run, e) for e in sorted((run.path / "evaluations").glob("*.json"))]
@@ -115,15 +120,18 @@ def find_runs(paths: Iterable[Path], evaluations: bool = False) -> list[RunResul
     return found
 
 
-def load_run(path: Path) -> RunResult:
-    """A run directory's summary, its per client-round costs, its last round and its daily series."""
+def load_run(path: Path, final: bool = False) -> RunResult:
+    """A run directory's summary, its per client-round costs, its last round and its daily series
+    (the chosen round's, or with ``final`` the last round's)."""
     summary = json.loads((path / "summary.json").read_text())
     rounds = [json.loads(line) for line in _lines(path / "metrics.jsonl")]
     label = JobLabel.model_validate_json((path / JOB_FILE).read_text()) if (path / JOB_FILE).is_file() else None
-    daily_file = path / "daily.csv"
+    name = DAILY_FILES[final]
+    daily_file = path / name
     daily = pd.read_csv(daily_file, index_col="date", parse_dates=["date"]) if daily_file.is_file() else None
     record = {**summary, "derived": per_client_round(summary, rounds), "last_round": rounds[-1] if rounds else {}}
-    return RunResult(path, label.row if label else path.name, int(summary["seed"]), summary["dataset"], record, daily)
+    row = label.row if label else path.name
+    return RunResult(path, row, int(summary["seed"]), summary["dataset"], record, daily, name)
 
 
 NESTED_SECONDS = ("client_compute", "aggregate")  # parts of a round's "local" and "server" time
@@ -240,7 +248,8 @@ def build_table(
             comparison = compare_daily(group, groups[reference], daily)
         rows.append(Row(name, tuple(sorted(r.seed for r in group)), cells, comparison))
     best = {c.label: best_rows(rows, c) for c in columns if c.higher is not None}
-    return ResultTable(runs[0].dataset, list(columns), rows, best, reference, daily if reference else None)
+    daily_file = runs[0].daily_file
+    return ResultTable(runs[0].dataset, list(columns), rows, best, reference, daily if reference else None, daily_file)
 
 
 def best_rows(rows: Sequence[Row], column: Column) -> set[str]:

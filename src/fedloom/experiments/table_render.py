@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from fedloom.experiments.table import Cell, Comparison, ResultTable, column_decimals
+from fedloom.experiments.table import DAILY_FILES, Cell, Comparison, ResultTable, column_decimals
 
 ALPHA = 0.05
 
@@ -38,7 +38,8 @@ def format_comparison(c: Comparison | None) -> str:
 
 
 def _comparison_title(table: ResultTable) -> str:
-    return f"Δ daily {table.daily_column} vs {table.reference}"
+    final = " (final)" if table.daily_file == DAILY_FILES[True] else ""
+    return f"Δ daily {table.daily_column}{final} vs {table.reference}"
 
 
 def _text_rows(table: ResultTable, bold: str) -> tuple[list[str], list[list[str]]]:
@@ -68,10 +69,11 @@ def notes(table: ResultTable) -> list[str]:
         "`final`: the models after the last round. KB per participating client and round (eq. 28).",
     ]
     if table.reference is not None and table.daily_column is not None:
+        final = table.daily_file == DAILY_FILES[True]
+        source = "the models after the last round" if final else "the round chosen on validation"
         lines.append(
-            f"Δ: mean difference of the seed-mean daily `{table.daily_column}` (daily.csv: the round chosen on "
-            f"validation) against "
-            f"`{table.reference}`, 95 % CI and p-value of a paired block bootstrap over trading weeks; "
+            f"Δ: mean difference of the seed-mean daily `{table.daily_column}` ({table.daily_file}: {source}) "
+            f"against `{table.reference}`, 95 % CI and p-value of a paired block bootstrap over trading weeks; "
             f"* p < {ALPHA}. A CI that contains 0 means the difference is inside the noise."
         )
     return lines
@@ -113,6 +115,7 @@ def to_frame(tables: Sequence[ResultTable]) -> pd.DataFrame:
                 record |= {
                     "reference": table.reference,
                     "daily": table.daily_column,
+                    "daily_file": table.daily_file,
                     "difference": row.comparison.mean_difference,
                     "ci_low": row.comparison.ci_low,
                     "ci_high": row.comparison.ci_high,

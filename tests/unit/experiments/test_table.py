@@ -105,6 +105,25 @@ def test_the_bootstrap_marks_a_clearly_better_row_and_not_an_identical_one(tmp_p
     assert lines["better"].endswith(" * |") and not lines["same"].endswith(" * |")
 
 
+def test_final_compares_the_last_rounds_daily_series_and_says_so(tmp_path: Path):
+    """A row better at its chosen round and identical after the last round: the default table marks it,
+    `final` (daily_final.csv) does not, and each table's notes name the file it compared."""
+    for s in (0, 1):
+        base = noise(s)
+        for row, chosen in (("ref", base), ("early", base + 0.1)):
+            folder = write_run(tmp_path / f"seed{s}" / row, s, 0.0, 0.1, chosen)
+            pd.DataFrame({"ic": base}, index=pd.Index(DATES, name="date")).to_csv(folder / "daily_final.csv")
+
+    chosen, final = (build_tables(find_runs([tmp_path], final=f), reference="ref")[0] for f in (False, True))
+
+    assert chosen.rows[1].comparison is not None and chosen.rows[1].comparison.p_value < 0.05
+    assert final.rows[1].comparison is not None and final.rows[1].comparison.mean_difference == 0
+    text = {f: to_markdown([t]) for f, t in ((False, chosen), (True, final))}
+    assert "daily_final.csv: the models after the last round" in text[True] and "(final) vs ref" in text[True]
+    assert "daily.csv: the round chosen on validation" in text[False] and "(final)" not in text[False]
+    assert set(pd.read_csv(io.StringIO(to_csv([final])))["daily_file"].dropna()) == {"daily_final.csv"}
+
+
 def test_an_unknown_reference_row_names_the_rows(tmp_path: Path):
     write_run(tmp_path / "fedavg", 0, 0.1, 0.1)
     with pytest.raises(ConfigError, match=r"--reference 'rpa' is not a row; rows: fedavg"):

@@ -14,6 +14,7 @@ from fedloom.backbone.loading import Backbone, load_backbone
 from fedloom.backbone.lora import LoraSpec
 from fedloom.backbone.model import AdaptedLM
 from fedloom.experiments.config import RunConfig, load_config
+from tests.flower_group import pytest_collection_modifyitems  # noqa: F401  (the Flower tests' xdist group)
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -69,21 +70,6 @@ def fedloom_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     path = tmp_path / "cache"
     monkeypatch.setenv("FEDLOOM_CACHE", str(path))
     return path
-
-
-# Files whose tests start Flower processes (SuperLink, SuperNodes) or a Ray simulation; a test elsewhere
-# that does carries `@pytest.mark.xdist_group("flower")` itself.
-FLOWER_FILES = {"test_flower_sim.py", "test_deployment.py", "test_across_namespaces.py", "test_app_approval.py",
-                "test_node_worker.py"}  # fmt: skip
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Under `pytest -n 2 --dist loadgroup` (make test) the Flower and Ray tests run one after another on
-    one worker while the other worker takes the rest: two Flower fleets or Ray clusters starting at once
-    on 2 cores starve each other's start-up."""
-    for item in items:
-        if item.path.name in FLOWER_FILES:
-            item.add_marker(pytest.mark.xdist_group("flower"))
 
 
 def pytest_report_header(config: pytest.Config) -> str:

@@ -26,7 +26,7 @@ from fedloom.errors import ConfigError
 from fedloom.experiments.report import LABELS, metric_names, summary_key
 from fedloom.experiments.suite_spec import JOB_FILE, JobLabel
 from fedloom.metrics.federated import higher_is_better
-from fedloom.metrics.significance import paired_block_bootstrap
+from fedloom.metrics.significance import paired_block_bootstrap, paired_seed_test
 
 CROSS_SECTION = (("rank_ic", "pooled RankIC"), ("ic", "pooled IC"))
 PORTFOLIO = (("annualized_return", "excess AR"), ("information_ratio", "IR"), ("max_drawdown", "MDD"))
@@ -68,7 +68,8 @@ class Cell:
 
 @dataclass(frozen=True)
 class Comparison:
-    """Paired block bootstrap of a row's seed-mean daily series against the reference row's."""
+    """Paired block bootstrap of a row's seed-mean daily series against the reference row's, and a paired
+    t-test over the seeds of the per-seed means (``seed_p_value``: NaN with fewer than two seeds)."""
 
     mean_difference: float
     ci_low: float
@@ -76,6 +77,7 @@ class Comparison:
     p_value: float
     days: int
     seeds: int
+    seed_p_value: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -288,7 +290,11 @@ def compare_daily(rows: Sequence[RunResult], reference: Sequence[RunResult], col
         return None
     if t["weeks"] < 2:  # one block: every draw is the observed mean, no spread to test against
         return None
-    return Comparison(t["mean_difference"], t["ci_low"], t["ci_high"], t["p_value"], int(t["days"]), len(seeds))
+    pairs = [pd.concat([mine[s], theirs[s]], axis=1).dropna() for s in seeds]  # each seed on its common days
+    by_seed = paired_seed_test([p.iloc[:, 0].mean() for p in pairs], [p.iloc[:, 1].mean() for p in pairs])
+    return Comparison(
+        t["mean_difference"], t["ci_low"], t["ci_high"], t["p_value"], int(t["days"]), len(seeds), by_seed["p_value"]
+    )
 
 
 def _by_seed(runs: Sequence[RunResult], column: str) -> dict[int, pd.Series]:

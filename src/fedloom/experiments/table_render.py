@@ -28,13 +28,14 @@ def format_cell(cell: Cell, decimals: int) -> str:
 
 
 def format_comparison(c: Comparison | None) -> str:
-    """``+0.013 [-0.067, +0.095] p 0.74``, with ``*`` when p < ALPHA."""
+    """``+0.013 [-0.067, +0.095] p 0.74; seeds p 0.81``, with ``*`` when the bootstrap's p < ALPHA."""
     if c is None:
         return "–"
     span = max(abs(c.ci_low), abs(c.ci_high))  # 0 when both rows give the same daily series
     digits = 3 if span == 0 else max(3, 1 - math.floor(math.log10(span)))
     mark = " *" if c.p_value < ALPHA else ""
-    return f"{c.mean_difference:+.{digits}f} [{c.ci_low:+.{digits}f}, {c.ci_high:+.{digits}f}] p {c.p_value:.2f}{mark}"
+    text = f"{c.mean_difference:+.{digits}f} [{c.ci_low:+.{digits}f}, {c.ci_high:+.{digits}f}] p {c.p_value:.2f}{mark}"
+    return text + (f"; seeds p {c.seed_p_value:.2f}" if math.isfinite(c.seed_p_value) else "")
 
 
 def _comparison_title(table: ResultTable) -> str:
@@ -74,6 +75,8 @@ def notes(table: ResultTable) -> list[str]:
         lines.append(
             f"Δ: mean difference of the seed-mean daily `{table.daily_column}` ({table.daily_file}: {source}) "
             f"against `{table.reference}`, 95 % CI and p-value of a paired block bootstrap over trading weeks; "
+            f"`seeds p`: paired t-test over the seeds of the per-seed means (a bootstrap `*` beside a large "
+            f"seeds p: the seeds disagree, e.g. one seed carries the difference); "
             f"* p < {ALPHA}. A CI that contains 0 means the difference is inside the noise."
         )
     return lines
@@ -120,6 +123,7 @@ def to_frame(tables: Sequence[ResultTable]) -> pd.DataFrame:
                     "ci_low": row.comparison.ci_low,
                     "ci_high": row.comparison.ci_high,
                     "p_value": row.comparison.p_value,
+                    "seed_p_value": row.comparison.seed_p_value,
                 }
             records.append(record)
     return pd.DataFrame.from_records(records)

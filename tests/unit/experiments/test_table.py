@@ -100,9 +100,9 @@ def test_the_bootstrap_marks_a_clearly_better_row_and_not_an_identical_one(tmp_p
     better, same = rows["better"].comparison, rows["same"].comparison
     assert better is not None and same is not None
     assert better.mean_difference == pytest.approx(0.1, abs=0.02) and better.p_value < 0.05 and better.ci_low > 0
-    assert same.mean_difference == 0 and same.p_value == 1
+    assert same.mean_difference == 0 and same.p_value == 1 and same.seed_p_value == 1
     lines = {line.split(" | ")[0].removeprefix("| "): line for line in to_markdown([table]).splitlines()}
-    assert lines["better"].endswith(" * |") and not lines["same"].endswith(" * |")
+    assert " p 0.00 *" in lines["better"] and "*" not in lines["same"].split(" | ")[-1]
 
 
 def test_final_compares_the_last_rounds_daily_series_and_says_so(tmp_path: Path):
@@ -117,11 +117,31 @@ def test_final_compares_the_last_rounds_daily_series_and_says_so(tmp_path: Path)
     chosen, final = (build_tables(find_runs([tmp_path], final=f), reference="ref")[0] for f in (False, True))
 
     assert chosen.rows[1].comparison is not None and chosen.rows[1].comparison.p_value < 0.05
+    assert math.isnan(chosen.rows[1].comparison.seed_p_value)  # +0.1 on both seeds (to round-off): no spread
     assert final.rows[1].comparison is not None and final.rows[1].comparison.mean_difference == 0
     text = {f: to_markdown([t]) for f, t in ((False, chosen), (True, final))}
     assert "daily_final.csv: the models after the last round" in text[True] and "(final) vs ref" in text[True]
     assert "daily.csv: the round chosen on validation" in text[False] and "(final)" not in text[False]
     assert set(pd.read_csv(io.StringIO(to_csv([final])))["daily_file"].dropna()) == {"daily_final.csv"}
+
+
+def test_the_seed_test_tells_one_seeds_offset_from_a_shift_on_every_seed(tmp_path: Path):
+    """`one` is +0.3 on seed 0 and equal on seeds 1-2: the week bootstrap of the seed-mean series marks
+    it (+0.1 on every week), the paired t-test over seeds does not; `every` is +0.1 on each seed."""
+    for s in (0, 1, 2):
+        base = noise(s)
+        write_run(tmp_path / f"seed{s}" / "ref", s, 0.0, 0.1, base)
+        write_run(tmp_path / f"seed{s}" / "one", s, 0.0, 0.1, base + (0.3 if s == 0 else 0.0))
+        write_run(tmp_path / f"seed{s}" / "every", s, 0.0, 0.1, base + 0.1 + noise(10 + s) / 5)
+
+    (table,) = build_tables(find_runs([tmp_path]), reference="ref")
+
+    one, every = ({r.name: r for r in table.rows}[name].comparison for name in ("one", "every"))
+    assert one is not None and every is not None
+    assert one.mean_difference == pytest.approx(0.1) and one.p_value < 0.05 and one.seed_p_value > 0.3
+    assert every.p_value < 0.05 and every.seed_p_value < 0.05
+    lines = {line.split(" | ")[0].removeprefix("| "): line for line in to_markdown([table]).splitlines()}
+    assert lines["one"].endswith(f" p {one.p_value:.2f} *; seeds p {one.seed_p_value:.2f} |")
 
 
 def test_an_unknown_reference_row_names_the_rows(tmp_path: Path):

@@ -1,13 +1,16 @@
-"""Paired block bootstrap over trading weeks: degenerate, null and against scipy's bootstrap."""
+"""Paired block bootstrap over trading weeks: degenerate, null and against scipy's bootstrap; the paired
+t-test over seeds against its formula."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from scipy import stats
 
-from fedloom.metrics.significance import paired_block_bootstrap, week_blocks
+from fedloom.metrics.significance import paired_block_bootstrap, paired_seed_test, week_blocks
 
 DAYS = pd.bdate_range("2024-01-01", periods=200)  # 40 full Monday–Friday weeks
 
@@ -51,3 +54,25 @@ def test_pairs_only_common_days():
     assert paired_block_bootstrap(a, b, n_boot=100)["days"] == 2
     with pytest.raises(ValueError, match="at least 2 paired days"):
         paired_block_bootstrap(a, b.iloc[:1], n_boot=10)
+
+
+finite = st.floats(-1, 1, allow_nan=False)
+
+
+@given(st.lists(st.tuples(finite, finite), min_size=2, max_size=8))
+def test_the_seed_test_is_the_paired_t_test(pairs):
+    a, b = (np.array(side) for side in zip(*pairs, strict=True))
+    d = a - b
+    assume(np.ptp(d) > 1e-6 * max(1.0, np.abs(d).max()))  # a spread scipy's t-statistic can resolve
+    got = paired_seed_test(a, b)
+    t = d.mean() / (d.std(ddof=1) / np.sqrt(len(d)))  # the paired t statistic, n - 1 degrees of freedom
+    assert got["p_value"] == pytest.approx(2 * stats.t.sf(abs(t), len(d) - 1), rel=1e-6, abs=1e-12)
+    assert got["mean_difference"] == pytest.approx(d.mean()) and got["seeds"] == len(a)
+
+
+def test_the_seed_test_without_spread_or_seeds_says_so():
+    assert paired_seed_test([0.1, 0.2, 0.3], [0.1, 0.2, 0.3])["p_value"] == 1.0  # identical per seed
+    assert np.isnan(paired_seed_test([0.5, 0.75], [0.25, 0.5])["p_value"])  # the same offset on every seed
+    assert np.isnan(paired_seed_test([0.2], [0.1])["p_value"])  # one seed
+    with pytest.raises(ValueError, match="pair up: 2 vs 3"):
+        paired_seed_test([0.1, 0.2], [0.1, 0.2, 0.3])

@@ -11,8 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.flower_group import FLOWER_FILES
+
 ROOT = Path(__file__).resolve().parents[2]
-FLOWER = ("test_flower_sim.py", "test_deployment.py", "test_node_worker.py")  # names in FLOWER_FILES
+FLOWER = tuple(sorted(FLOWER_FILES))  # files of these names in the small session, beside three others
 OTHER = ("test_one.py", "test_two.py", "test_three.py")
 
 TEST = """

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -144,7 +144,7 @@ def run(
     from fedloom.experiments.report import client_table
     from fedloom.experiments.resume import resume_changes
     from fedloom.experiments.run import run_method
-    from fedloom.experiments.rundir import claim_run_dir, ensure_writable
+    from fedloom.experiments.rundir import claim_run_dir, ensure_writable, hold_run_dir
     from fedloom.experiments.tracking import check_tracker
     from fedloom.experiments.workspace import prepare_workspace
 
@@ -168,9 +168,7 @@ def run(
     if resume is not None:  # every check before the first write
         resume_changes(resume, cfg)
         ensure_writable(resume)
-    else:
-        claim_run_dir(out, overwrite)
-    with _progress() as progress:
+    with hold_run_dir(out) if resume is not None else claim_run_dir(out, overwrite), _progress() as progress:
         if cfg.is_reference:
             summary = run_reference(cfg, out, progress, resume=resume is not None)
         else:
@@ -248,10 +246,10 @@ def compare(
     names = [m.strip() for m in methods.split(",") if m.strip()]
     flags = {"dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
     configs = [load_config(config, {**flags, "method": m}, _with_data_dir(set_, data_dir)) for m in names]
-    for cfg in configs:
-        claim_run_dir(out / cfg.method, overwrite)
     summaries = []
-    with _progress() as progress:
+    with ExitStack() as held, _progress() as progress:
+        for cfg in configs:
+            held.enter_context(claim_run_dir(out / cfg.method, overwrite))
         federated = [cfg for cfg in configs if not cfg.is_reference]
         ws = prepare_workspace(federated[0], progress) if federated else None
         for cfg in configs:
@@ -278,10 +276,11 @@ def evaluate(
     from fedloom.errors import ConfigError
     from fedloom.experiments.config import load_config
     from fedloom.experiments.evaluate import evaluate_run, evaluation_settings
+    from fedloom.experiments.rundir import hold_run_dir
 
     if not (run_dir / "config.yaml").is_file():
         raise ConfigError(f"{run_dir}: no config.yaml there; is it a fedloom run directory?")
-    with _progress() as progress:
+    with hold_run_dir(run_dir), _progress() as progress:
         result = evaluate_run(run_dir, _with_data_dir(set_, data_dir), progress)
     rows = [
         [k, f"{v:.4g}"]
@@ -323,18 +322,18 @@ def flower_sim(
     flags = {"method": method, "dataset": dataset, "backbone": backbone, "rounds": rounds, "seed": seed}
     cfg = load_config(config, flags, _with_data_dir(set_, data_dir))
     cfg.require_federated("the Flower simulation")
-    claim_run_dir(out, overwrite)
-    with _progress() as progress:  # warms the on-disk caches the ClientApps read
-        clients = len(prepare_workspace(cfg, progress).learners)
-    result: dict = {}
-    console.print(f"Flower simulation: {clients} SuperNodes, {workers} ClientApp worker(s)")
-    run_simulation(
-        server_app=make_server_app(cfg, clients, out, result=result),
-        client_app=make_client_app(),
-        num_supernodes=clients,
-        backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": workers}},
-        verbose_logging=logging.getLogger("fedloom").isEnabledFor(logging.DEBUG),
-    )
+    with claim_run_dir(out, overwrite):  # the ServerApp runs in this process and holds it again
+        with _progress() as progress:  # warms the on-disk caches the ClientApps read
+            clients = len(prepare_workspace(cfg, progress).learners)
+        result: dict = {}
+        console.print(f"Flower simulation: {clients} SuperNodes, {workers} ClientApp worker(s)")
+        run_simulation(
+            server_app=make_server_app(cfg, clients, out, result=result),
+            client_app=make_client_app(),
+            num_supernodes=clients,
+            backend_config={"client_resources": {"num_cpus": 1, "num_gpus": 0.0}, "init_args": {"num_cpus": workers}},
+            verbose_logging=logging.getLogger("fedloom").isEnabledFor(logging.DEBUG),
+        )
     if "summary" not in result:
         raise typer.Exit(1)
     summary = result["summary"]
@@ -529,6 +528,35 @@ def superexec(
     console.print(f"fedloom superexec on {runtime_api_address}: {len(approved)} approved app(s)")
     with suppress(KeyboardInterrupt):
         run_approved_superexec(runtime_api_address, approved, insecure, root_certificates)
+
+
+@app.command("supernode", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def supernode(
+    ctx: typer.Context,
+    approved_app: Annotated[
+        list[str] | None, typer.Option(help="an approved app's sha256 (fedloom app-hash), or a file of them")
+    ] = None,
+    any_app: Annotated[bool, typer.Option(help="run any app a coordinator submits (a trial on one machine)")] = False,
+) -> None:
+    """A data owner's SuperNode that runs only approved apps: the other arguments go to flower-supernode,
+    which runs with --isolation process beside `fedloom superexec --approved-app` (one command, one stop)."""
+    _interruptible()  # SIGTERM too stops both processes
+    from fedloom.errors import ConfigError
+    from fedloom.runtime.flower.approval import parse_approved, supernode_commands, supervise
+
+    if approved_app:
+        commands = supernode_commands(ctx.args, parse_approved(approved_app))
+        console.print(f"fedloom supernode: runs only the approved app(s) {', '.join(approved_app)}")
+    elif any_app:
+        console.print(
+            "[bold red]WARNING: this SuperNode runs ANY app a coordinator submits, next to your "
+            "data. Start it with --approved-app HASH (fedloom app-hash deploy/flower).[/bold red]"
+        )
+        commands = supernode_commands(ctx.args, None)
+    else:
+        raise ConfigError("fedloom supernode needs --approved-app HASH (`fedloom app-hash deploy/flower` prints "
+                          "it); --any-app runs whatever a coordinator submits")  # fmt: skip
+    raise typer.Exit(supervise(commands))
 
 
 @app.command()

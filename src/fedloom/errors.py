@@ -20,3 +20,8 @@ class DataError(FedloomError):
 
 class UploadError(FedloomError):
     """A client upload does not match what the server expects."""
+
+
+class NodeRefusedError(FedloomError):
+    """A data owner's node refuses a message; the message is written to be sent back to the coordinator,
+    so it names config keys and never the node's files, paths or data."""

@@ -9,8 +9,14 @@ from typing import Any
 
 import pytest
 import torch
+from flwr.app import ConfigRecord, RecordDict
 
-from fedloom.experiments.config import RunConfig
+from fedloom.algorithms.registry import build_algorithm
+from fedloom.experiments.config import RunConfig, dump_config
+from fedloom.experiments.methods import method_context
+from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runtime.flower.node import DOWNLOAD, RUN
+from fedloom.runtime.flower.records import to_recorddict
 
 
 def assert_same_run(
@@ -41,3 +47,21 @@ def assert_same_run(
     for key, value in expected["metrics"].items():
         assert got["metrics"][key] == pytest.approx(value, rel=rel, abs=atol, nan_ok=True), key
     return got
+
+
+RUN_KEY = "0" * 32  # a run key as the server makes them (uuid4().hex)
+
+
+def messages(cfg: RunConfig, run_key: str = RUN_KEY) -> tuple[RecordDict, RecordDict]:
+    """A QUERY and a round-1 TRAIN message of ``cfg`` for its first client, as the server builds them."""
+    ws = prepare_workspace(cfg)
+    ids = sorted(ws.learners)
+    algorithm = build_algorithm(cfg.method, method_context(cfg, ws.lm.layout.slot()))
+    download = algorithm.configure(algorithm.init_server(ws.shared_init, ids), ids[:1], 1)[ids[0]]
+
+    def run(rnd: int) -> ConfigRecord:
+        return ConfigRecord({"round": rnd, "config": dump_config(cfg), "run_key": run_key})
+
+    train = to_recorddict(download, torch.bfloat16, DOWNLOAD)
+    train[RUN] = run(1)
+    return RecordDict({RUN: run(0)}), train

@@ -4,9 +4,11 @@ its ClientApp runs) is refused before any of its code runs on the node, and runs
 
 from __future__ import annotations
 
+import signal
 import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 
 from fedloom.runtime.flower.approval import app_hash
@@ -86,3 +88,39 @@ def test_a_tampered_app_is_refused_on_the_node_and_runs_once_approved(tmp_path):
         assert [p.name.split("-")[0] for p in sorted(marks.iterdir())] == ["client", "server"]
     finally:
         c.stop()
+
+
+def test_the_owners_one_command_node_runs_flower_isolated_beside_the_approved_superexec(tmp_path):
+    """`fedloom supernode --approved-app H ARGS`: flower-supernode ARGS --isolation process, and the
+    approved SuperExec on its Runtime API; a SIGTERM stops both. Without approval it does not start."""
+    port, digest = free_port(), "ab" * 32
+    args = [
+        "--insecure",
+        "--superlink",
+        f"127.0.0.1:{free_port()}",
+        "--port",
+        str(port),
+        "--node-config",
+        "partition-id=0",
+    ]
+    refused = subprocess.run([str(BIN / "fedloom"), "supernode", *args], capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2 and "needs --approved-app" in refused.stderr
+    wrapper = subprocess.Popen([str(BIN / "fedloom"), "supernode", "--approved-app", digest, *args])
+    try:
+        wrapped = psutil.Process(wrapper.pid)
+
+        def children() -> list[str]:
+            return [" ".join(c.cmdline()) for c in wrapped.children()]
+
+        wait_until(lambda: len(children()) == 2, "fedloom supernode did not start both processes", 120)
+        node = next(c for c in children() if "flower-supernode" in c)
+        gate = next(c for c in children() if "superexec" in c)
+        assert node.endswith("--isolation process") and f"--port {port}" in node
+        assert f"--runtime-api-address 127.0.0.1:{port}" in gate and f"--approved-app {digest}" in gate
+        pids = [c.pid for c in wrapped.children()]
+        wrapper.send_signal(signal.SIGTERM)
+        assert wrapper.wait(60) == 130
+        assert not [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    finally:
+        if wrapper.poll() is None:
+            wrapper.kill()

@@ -12,19 +12,16 @@ from pathlib import Path
 
 import pytest
 import torch
-from flwr.app import ConfigRecord, MessageType, RecordDict
+from flwr.app import MessageType
 
-from fedloom.algorithms.registry import build_algorithm
 from fedloom.apps.node import answer
 from fedloom.errors import ConfigError
-from fedloom.experiments.config import dump_config
-from fedloom.experiments.methods import method_context
-from fedloom.experiments.workspace import prepare_workspace
-from fedloom.runtime.flower.node import DOWNLOAD, RUN
-from fedloom.runtime.flower.records import from_recorddict, to_recorddict
+from fedloom.runtime.flower.node import DOWNLOAD
+from fedloom.runtime.flower.records import from_recorddict
 from fedloom.runtime.flower.relay import WorkerError, WorkerUnavailableError, relay
 from fedloom.runtime.flower.worker import NodeWorker
 from tests.conftest import small_config
+from tests.integration.flower_check import messages
 
 pytestmark = pytest.mark.integration
 
@@ -39,21 +36,6 @@ def worker(tmp_path):
         w.shutdown()
         thread.join(10)
     assert not path.exists()
-
-
-def messages(cfg):
-    """A QUERY and a round-1 TRAIN message of ``cfg`` for its first client, as the server builds them."""
-    ws = prepare_workspace(cfg)
-    ids = sorted(ws.learners)
-    algorithm = build_algorithm(cfg.method, method_context(cfg, ws.lm.layout.slot()))
-    download = algorithm.configure(algorithm.init_server(ws.shared_init, ids), ids[:1], 1)[ids[0]]
-
-    def run(rnd: int) -> ConfigRecord:
-        return ConfigRecord({"round": rnd, "config": dump_config(cfg), "run_key": "k"})
-
-    train = to_recorddict(download, torch.bfloat16, DOWNLOAD)
-    train[RUN] = run(1)
-    return RecordDict({RUN: run(0)}), train
 
 
 def test_relayed_answers_equal_answers_in_process(worker, tmp_path):

@@ -3,9 +3,12 @@ prints no local variables."""
 
 from __future__ import annotations
 
+import json
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -14,6 +17,7 @@ import torch
 from fedloom.algorithms.base import Record
 from fedloom.cli import main
 from fedloom.experiments.config import config_digest, dump_config
+from fedloom.experiments.rundir import MARKER, RunDirectory, claim_run_dir
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
 from tests.conftest import small_config
 
@@ -38,9 +42,10 @@ def _fails(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capt
 def old_run(tmp_path: Path) -> Path:
     """A run directory as an RPA run leaves it (no training needed to test refusals)."""
     out = tmp_path / "old"
-    out.mkdir()
-    (out / "config.yaml").write_text(dump_config(small_config()))
-    (out / "routes.json").write_text("{}")
+    with claim_run_dir(out):
+        rundir = RunDirectory(out)
+        rundir.write_config(small_config())
+        rundir.write_json("routes.json", {})
     return out
 
 
@@ -63,7 +68,7 @@ def test_a_refused_resume_leaves_the_config_untouched(old_run, monkeypatch, caps
     err = _fails(["run", "--resume", str(old_run), "--set", override], monkeypatch, capsys)
     assert f"cannot change {key} " in err
     assert (old_run / "config.yaml").read_bytes() == before
-    assert sorted(p.name for p in old_run.iterdir()) == ["config.yaml", "routes.json"]
+    assert sorted(p.name for p in old_run.iterdir()) == [MARKER, "config.yaml", "routes.json"]
 
 
 def test_resume_cannot_end_before_its_checkpoint(old_run, monkeypatch, capsys):
@@ -73,6 +78,47 @@ def test_resume_cannot_end_before_its_checkpoint(old_run, monkeypatch, capsys):
     )
     err = _fails(["run", "--resume", str(old_run), "--set", "rounds=1"], monkeypatch, capsys)
     assert "rounds=1" in err and "already checkpointed at round 2" in err
+
+
+def test_overwrite_refuses_a_project_folder_with_a_stray_config(tmp_path, monkeypatch, capsys):
+    (tmp_path / "config.yaml").write_text(dump_config(small_config()))
+    (tmp_path / "thesis.tex").write_text("years of work")
+    (tmp_path / "src").mkdir()
+    (tmp_path / ".git").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    monkeypatch.chdir(tmp_path)
+    err = _fails(["run", "--out", ".", "--overwrite", *TINY], monkeypatch, capsys)
+    assert "is not a fedloom run directory" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_a_second_run_into_a_running_runs_folder_is_refused_with_its_pid(tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    argv = [sys.executable, "-m", "fedloom.cli", "run", "--out", str(out), *TINY, "--rounds", "400"]
+    first = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300  # generous: a cold start imports torch and builds the tiny model
+        while not (out / "metrics.jsonl").is_file() and first.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert first.poll() is None, first.stderr.read() if first.stderr else ""
+        err = _fails(["run", "--out", str(out), *TINY], monkeypatch, capsys)
+        assert f"run directory {out} is in use by fedloom process {first.pid};" in err
+        err = _fails(["run", "--resume", str(out)], monkeypatch, capsys)
+        assert f"in use by fedloom process {first.pid}" in err
+    finally:
+        first.send_signal(signal.SIGINT)  # stops as Ctrl-C does
+        first.wait(timeout=300)
+    rounds = [json.loads(line)["round"] for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert rounds == list(range(1, len(rounds) + 1))  # one run's rounds, none interleaved
+
+
+def test_a_run_without_checkpoints_finishes(tmp_path, monkeypatch):
+    """federation.checkpoint_every: 0, as a benchmark sets it: the chosen round is kept by nobody."""
+    out = tmp_path / "run"
+    argv = ["run", "--out", str(out), *TINY, "--rounds", "2", "--set", "federation.checkpoint_every=0"]
+    monkeypatch.setattr(sys, "argv", ["fedloom", *argv])
+    main()
+    assert (out / "summary.json").is_file() and not (out / "checkpoints").exists()
 
 
 def test_unwritable_out_is_one_line(tmp_path, monkeypatch, capsys):

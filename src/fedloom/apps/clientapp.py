@@ -10,6 +10,7 @@ when a worker does the work.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from flwr.app import Context, Message
@@ -18,14 +19,19 @@ from flwr.clientapp import ClientApp
 from flwr.clientapp.typing import ClientAppCallable, Mod
 from flwr.common.secure_aggregation.secaggplus_constants import RECORD_KEY_CONFIGS
 
-from fedloom.runtime.flower.relay import relay
+from fedloom.runtime.flower.relay import WorkerUnavailableError, relay
 
 
 def reply(msg: Message, context: Context) -> Message:
     """Answer ``msg`` as this node: relayed to its worker if it has one, else here."""
     kind, node = msg.metadata.message_type.split(".")[0], dict(context.node_config)
     if "worker" in node:
-        content = relay(str(node["worker"]), kind, msg.content, node)
+        try:
+            content = relay(str(node["worker"]), kind, msg.content, node)
+        except WorkerUnavailableError as exc:  # its message names the socket: for the node's log only
+            logging.getLogger(__name__).error("%s", exc)
+            raise WorkerUnavailableError("this node's fedloom node worker is not running; its owner's log "
+                                         "says where it was expected") from None  # fmt: skip
     else:
         from fedloom.apps.node import answer  # torch and the model: only when there is no worker
 

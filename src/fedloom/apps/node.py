@@ -1,10 +1,13 @@
-"""Where a node's runs come from: the run's configuration, with the node's own data folder, built
+"""Where a node's runs come from: the run's configuration, confined to the node's own data folder, built
 into a workspace once per process and kept for the next messages (and the next runs of a worker)."""
 
 from __future__ import annotations
 
 import yaml
+from pydantic import ValidationError
 
+from fedloom.apps.confine import confine, node_data_dir
+from fedloom.errors import NodeRefusedError
 from fedloom.experiments.config import RunConfig, config_digest
 from fedloom.experiments.methods import build_method
 from fedloom.experiments.workspace import prepare_workspace
@@ -15,11 +18,14 @@ _BUILT: dict[str, Federation] = {}
 
 
 def federation(config: str, node: NodeConfig) -> Federation:
-    """The run described by ``config`` (YAML) on this node, built on first use."""
-    raw = yaml.safe_load(config)
-    if "data-dir" in node:
-        raw.setdefault("data", {})["data_dir"] = str(node["data-dir"])
-    cfg = RunConfig.model_validate(raw)
+    """The run described by ``config`` (YAML, the coordinator's) on this node, built on first use; its
+    data paths confined to the node's own data folder (`fedloom.apps.confine`)."""
+    raw = confine(yaml.safe_load(config), node_data_dir(node))
+    try:
+        cfg = RunConfig.model_validate(raw)
+    except ValidationError as exc:  # the keys only: a message may quote what the node found on its disk
+        keys = sorted({".".join(map(str, e["loc"])) or "(top level)" for e in exc.errors()})
+        raise NodeRefusedError(f"the run configuration is invalid on this node at {', '.join(keys)}") from None
     key = config_digest(cfg)
     if key not in _BUILT:
         while len(_BUILT) >= KEEP:  # a long-lived node worker serves run after run

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,7 @@ from fedloom.experiments.config import RunConfig, dump_config, load_config
 from fedloom.experiments.methods import build_method
 from fedloom.experiments.resume import resume_changes
 from fedloom.experiments.run import finish_run, run_rounds
-from fedloom.experiments.rundir import RunDirectory, claim_run_dir
+from fedloom.experiments.rundir import RunDirectory, claim_run_dir, hold_run_dir
 from fedloom.experiments.workspace import load_adapted, shared_init
 from fedloom.runtime.flower.pool import FlowerClients
 from fedloom.runtime.rounds import Runtime
@@ -37,9 +38,12 @@ def serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool = 
                           "test split is evaluated with every evaluation (test_rounds=all)")  # fmt: skip
     if resume:
         resume_changes(out, cfg)  # a refused change leaves ``out`` untouched
-    else:
-        claim_run_dir(out, overwrite)
-    key_file = out / "flower.json"
+    with hold_run_dir(out) if resume else claim_run_dir(out, overwrite):
+        return _serve(grid, cfg, out, num_nodes, resume, connect_timeout)
+
+
+def _serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool, connect_timeout: float) -> dict:
+    key_file = RunDirectory(out).own("flower.json")
     if resume and key_file.is_file():
         run_key = json.loads(key_file.read_text())["run_key"]
     else:  # a fresh run never sees private state left on the nodes by an earlier one
@@ -81,5 +85,17 @@ def main(grid: Grid, context: Context) -> None:
     overrides = [o.strip() for o in str(rc.get("overrides", "")).split(";") if o.strip()]
     cfg = load_config(str(rc["config"]), None, overrides)
     cfg.require_federated("a Flower deployment")
-    resume, overwrite = bool(rc.get("resume", False)), bool(rc.get("overwrite", False))
-    serve(grid, cfg, Path(str(rc["out"])), int(rc["num-nodes"]), resume, overwrite=overwrite)
+    serve(
+        grid, cfg, Path(str(rc["out"])), int(rc["num-nodes"]), switch(rc, "resume"), overwrite=switch(rc, "overwrite")
+    )
+
+
+def switch(run_config: Mapping[str, Any], key: str) -> bool:
+    """A true/false run-config key: TOML's ``true`` / ``false``, or those words quoted. Anything else is
+    refused: read as Python truth, a quoted ``'false'`` or ``'no'`` meant yes (and overwrite deleted)."""
+    value = run_config.get(key, False)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ConfigError(f"run config {key}={value!r}: expected true or false")

@@ -22,13 +22,13 @@ One sample per (ticker, target trading day t) inside StockNet's split (by t: tra
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedloom.data.files import dataset_dir
+from fedloom.data.files import DATA_PATH, dataset_dir
 from fedloom.data.glt import GLT_FEATURES
 from fedloom.data.posts import assign_rows, session_days, utc_to_market, window_texts
 from fedloom.data.reading import read_csv, read_jsonl, refuse_duplicates
@@ -48,7 +48,7 @@ class Acl18Config(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    folder: str = Field("acl18", description="folder under the data dir")
+    folder: Annotated[str, DATA_PATH] = Field("acl18", description="folder under the data dir")
     target: Literal["movement", "return"] = Field("movement", description="class 0/1 (fall/rise) or the return")
     lag_days: int = Field(5, ge=1, description="trading days of tweets before the target day (StockNet: 5)")
     max_tweets_per_day: int = Field(30, ge=1, description="latest tweets kept per ticker-day (StockNet: 30)")

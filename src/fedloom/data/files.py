@@ -18,6 +18,7 @@ import json
 import os
 import tempfile
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +28,19 @@ from fedloom.errors import DataError
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DATA_DIR_ENV = "FEDLOOM_DATA_DIR"
+
+
+@dataclass(frozen=True)
+class DataPath:
+    """Marks a config field that names a file or folder inside the data folder (``Annotated[str,
+    DATA_PATH]``), so a data owner's node can confine every such field to its own folder without a list
+    that a new field could miss (`fedloom.apps.confine`). ``cwd``: the field's reader also looks in the
+    working directory, so a node anchors the value in its data folder instead."""
+
+    cwd: bool = False
+
+
+DATA_PATH = DataPath()
 
 
 def resolve_data_dir(explicit: Path | str | None = None) -> Path | None:

@@ -24,12 +24,13 @@ One sample per (ticker, trading day p) with a next trading day::
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedloom.data.files import dataset_dir
+from fedloom.data.files import DATA_PATH, dataset_dir
 from fedloom.data.posts import assign_rows, session_days, window_texts
 from fedloom.data.reading import read_csv, read_jsonl, refuse_duplicates
 from fedloom.data.schema import SampleTable
@@ -45,7 +46,7 @@ class FnspidConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    folder: str = Field("fnspid", description="folder under the data dir")
+    folder: Annotated[str, DATA_PATH] = Field("fnspid", description="folder under the data dir")
     tickers: list[str] | None = Field(None, description="tickers to keep; null = all 51")
     max_news_per_day: int = Field(5, ge=1, description="latest articles kept per ticker-day")
     article_chars: int = Field(600, ge=50, description="characters kept from the start of each article")

@@ -14,13 +14,13 @@ Each row must already satisfy the schema's contract: ``text`` and covariates obs
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedloom.data.files import resolve_data_dir
+from fedloom.data.files import DataPath, resolve_data_dir
 from fedloom.data.reading import read_csv, read_jsonl
 from fedloom.data.schema import SampleTable, TaskKind
 from fedloom.errors import DataError
@@ -33,7 +33,9 @@ class GenericConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    path: Path | None = Field(None, description="CSV / JSONL file (relative: to the data dir, else the cwd)")
+    path: Annotated[Path | None, DataPath(cwd=True)] = Field(
+        None, description="CSV / JSONL file (relative: to the data dir, else the cwd)"
+    )
     format: Literal["auto", "csv", "jsonl"] = Field("auto", description="file format; auto = from the suffix")
     columns: dict[str, str] = Field(
         default_factory=dict, description="role → column name for date, instrument, group, text, target"

@@ -16,13 +16,13 @@ dropped before anything else. The standard split is by the target day t (GLT ``g
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedloom.data.files import dataset_dir
+from fedloom.data.files import DATA_PATH, dataset_dir
 from fedloom.data.posts import assign_rows, window_texts
 from fedloom.data.reading import read_csv, read_jsonl, refuse_duplicates
 from fedloom.data.schema import Partition, SampleTable
@@ -44,10 +44,16 @@ class GltConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    folder: str = Field("bigdata22", description="folder under the data dir")
-    prices_file: str = Field("prices.csv", description="feature + label table (ticker, date, 11 features, label)")
-    tweets_file: str = Field("tweets.jsonl.gz", description="posts (ticker, date, text) as JSON lines")
-    sectors_file: str | None = Field(None, description="optional ticker,sector CSV; groups = tickers without one")
+    folder: Annotated[str, DATA_PATH] = Field("bigdata22", description="folder under the data dir")
+    prices_file: Annotated[str, DATA_PATH] = Field(
+        "prices.csv", description="feature + label table (ticker, date, 11 features, label)"
+    )
+    tweets_file: Annotated[str, DATA_PATH] = Field(
+        "tweets.jsonl.gz", description="posts (ticker, date, text) as JSON lines"
+    )
+    sectors_file: Annotated[str | None, DATA_PATH] = Field(
+        None, description="optional ticker,sector CSV; groups = tickers without one"
+    )
     split_dates: SplitDates = Field(BIGDATA22_SPLIT, description="standard split by target day")
     target: Literal["movement", "return"] = Field("movement", description="class 0/1, or the t-1→t return")
     lag_days: int = Field(5, ge=1, description="trading days of posts before the target day")

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-from fedloom.data.files import dataset_dir
+from fedloom.data.files import DATA_PATH, dataset_dir
 from fedloom.data.reading import read_jsonl
 from fedloom.data.schema import TextTable
 from fedloom.errors import DataError
@@ -48,7 +48,9 @@ class TextTasksConfig(BaseModel):
     test_size: int = Field(50, ge=1, description="test examples per task (paper: 400)")
     seed: int = Field(0, description="seed of the subset draws (the paper redraws per run seed)")
     edit_task: Literal["jfleg", "coedit"] = Field("jfleg", description="text-editing task of the multitask mix")
-    coedit_folder: str = Field("coedit", description="folder with CoEdIT's train.jsonl / validation.jsonl")
+    coedit_folder: Annotated[str, DATA_PATH] = Field(
+        "coedit", description="folder with CoEdIT's train.jsonl / validation.jsonl"
+    )
 
 
 class _Draw:

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 import pandas as pd
@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.data import alpha, market
 from fedloom.data.alpha import ALPHA158, ALPHA360, ALPHA360_FIELDS, QLIB_NN_FEATURES, Bars
-from fedloom.data.files import cached_frame, dataset_dir
+from fedloom.data.files import DATA_PATH, cached_frame, dataset_dir
 from fedloom.data.reading import read_csv, refuse_duplicates
 from fedloom.data.schema import SampleTable
 from fedloom.data.splits import SplitDates
@@ -72,7 +72,7 @@ class QlibCnConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    folder: str = Field("qlib_cn", description="folder under the data dir")
+    folder: Annotated[str, DATA_PATH] = Field("qlib_cn", description="folder under the data dir")
     features: Literal["alpha158", "alpha360"] = Field("alpha158", description="feature family")
     feature_set: Literal["compact", "all"] = Field(
         "all", description="all: 157 or 300 (Qlib's benchmark); compact: 20 (Qlib's NN list / last 4 days)"

@@ -11,7 +11,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -20,6 +20,7 @@ from fedloom.algorithms.config import LocalTrainingConfig, MethodOptions, Privac
 from fedloom.algorithms.registry import METHODS, defence_conflict
 from fedloom.backbone.names import known_backbones
 from fedloom.data.config import DataConfig
+from fedloom.data.files import DataPath
 from fedloom.data.instructions import DEFAULT_NEW_TOKENS
 from fedloom.data.registry import DATASETS
 from fedloom.errors import ConfigError
@@ -60,7 +61,9 @@ class AdapterConfig(_Strict):
     layers: Literal["all"] | int | list[int] = Field(
         2, description='"all", the number of top layers, or explicit layer indices'
     )
-    init_from: str | None = Field(None, description="start from this PEFT LoRA adapter directory (None: PEFT's init)")
+    init_from: Annotated[str | None, DataPath(cwd=True)] = Field(
+        None, description="start from this PEFT LoRA adapter directory (None: PEFT's init)"
+    )
 
     def spec(self, num_layers: int) -> LoraSpec:
         from fedloom.backbone.lora import LoraSpec

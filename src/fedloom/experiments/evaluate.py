@@ -59,6 +59,6 @@ def evaluate_run(run_dir: Path, overrides: list[str], progress: Progress | None 
         "seconds": time.perf_counter() - t0,
     }
     name = "+".join(sorted(overrides)).replace("/", "_") or "as-trained"
-    (run_dir / "evaluations").mkdir(exist_ok=True)
+    rundir.own("evaluations").mkdir(exist_ok=True)
     rundir.write_json(f"evaluations/{name}.json", result)
     return result

@@ -137,7 +137,7 @@ def run_rounds(
         complete(result)
     summary = build_summary(cfg, result, time.perf_counter() - t0, str(out), metric, synthetic, per_client_extra or {})
     if lm is not None and set(lm.layout.slot().keys) <= set(result.server.tensors):
-        export_peft(result.server.tensors, lm.layout, out / "adapter", base_model=cfg.backbone)
+        export_peft(result.server.tensors, lm.layout, rundir.own("adapter"), base_model=cfg.backbone)
     return result, summary
 
 
@@ -150,7 +150,7 @@ def write_run_report(rundir: RunDirectory, report: RunReport, title: str) -> Non
     from fedloom.experiments.plots import draw_heatmap  # matplotlib (~0.5 s): imported only by runs that draw
 
     for name, heatmap in report.heatmaps.items():
-        draw_heatmap(heatmap, rundir.path / f"{name}.png", f"{title}\n{heatmap.title}")
+        draw_heatmap(heatmap, rundir.own(f"{name}.png"), f"{title}\n{heatmap.title}")
 
 
 def financial_outputs(

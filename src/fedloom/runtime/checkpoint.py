@@ -127,6 +127,8 @@ class CheckpointStore:
     def _prune(self, newest: int | None = None) -> None:
         """Keep ``newest`` (default: the newest present), the ``keep - 1`` rounds before it and the
         protected round; later rounds belong to no live run."""
+        if not self.folder.is_dir():  # nothing saved yet, or never (checkpoint_every: 0)
+            return
         rounds = sorted(int(m.group(1)) for p in self.folder.iterdir() if (m := NAME.fullmatch(p.name)))
         if not rounds:
             return

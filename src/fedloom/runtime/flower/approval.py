@@ -14,7 +14,11 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
-from collections.abc import Iterable
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from fedloom.errors import ConfigError
@@ -84,3 +88,53 @@ def run_approved_superexec(
         root_certificates_path=str(root_certificates) if root_certificates else None,
         runtime_dependency_install=False,
     )
+
+
+def supernode_commands(flower_args: Sequence[str], approved: frozenset[str] | None) -> list[list[str]]:
+    """A data owner's node in two processes: ``flower-supernode`` with ``flower_args`` and process
+    isolation (it launches no app itself), and the approved SuperExec on its Runtime API, which does.
+    ``approved`` None: flower-supernode alone, launching whatever is submitted (a trial)."""
+    if approved is None:
+        return [[_beside_python("flower-supernode"), *flower_args]]
+    for option in ("--isolation", "--ssl-certfile", "--ssl-keyfile"):
+        if any(a == option or a.startswith(f"{option}=") for a in flower_args):
+            raise ConfigError(f"fedloom supernode sets the node's Runtime API itself (loopback, process "
+                              f"isolation): drop {option}, or start flower-supernode and fedloom superexec "
+                              "separately")  # fmt: skip
+    host, port = _option(flower_args, "--host", "127.0.0.1"), _option(flower_args, "--port", "9094")
+    node = [_beside_python("flower-supernode"), *flower_args, "--isolation", "process"]
+    gate = [sys.executable, "-m", "fedloom.cli", "superexec", "--runtime-api-address", f"{host}:{port}", "--insecure"]
+    return [node, gate + [arg for digest in sorted(approved) for arg in ("--approved-app", digest)]]
+
+
+def supervise(commands: Sequence[Sequence[str]]) -> int:
+    """Start every command, wait until one ends, stop the others; the first one's exit status."""
+    procs = [subprocess.Popen(list(cmd)) for cmd in commands]
+    try:
+        while all(p.poll() is None for p in procs):
+            time.sleep(0.5)
+        return next(p.returncode for p in procs if p.returncode is not None)
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def _option(args: Sequence[str], name: str, default: str) -> str:
+    for i, arg in enumerate(args):
+        if arg == name and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(f"{name}="):
+            return arg.split("=", 1)[1]
+    return default
+
+
+def _beside_python(name: str) -> str:
+    """A console script of this environment (where `flwr` put it), else from PATH."""
+    local = Path(sys.executable).with_name(name)
+    return str(local) if local.is_file() else (shutil.which(name) or name)

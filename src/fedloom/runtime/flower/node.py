@@ -15,7 +15,10 @@ the server's QUERY nonce with it, `fedloom.runtime.flower.identity`).
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import re
 import time
 import uuid
 from collections.abc import Callable, Mapping
@@ -29,7 +32,7 @@ from safetensors.torch import load_file, save_file
 
 from fedloom.algorithms.base import Algorithm, ClientUpdate, Record
 from fedloom.backbone.loading import cache_root
-from fedloom.errors import ConfigError
+from fedloom.errors import NodeRefusedError
 from fedloom.runtime.flower.identity import claim, sign
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from fedloom.runtime.flower.relay import decode
@@ -39,6 +42,8 @@ from fedloom.runtime.simulation import client_round, evaluate_client
 from fedloom.seeding import generator
 from fedloom.tasks.learner import Learner
 
+log = logging.getLogger(__name__)
+RUN_KEY = re.compile(r"[0-9a-f]{32}")
 RUN = "run"  # ConfigRecord of every message: round, the run's configuration (YAML) and its key
 IDENTITY = "identity"  # ConfigRecord of a QUERY: the nonce a node signs to prove which client it is
 DOWNLOAD, SERVER = "download", "server"
@@ -69,12 +74,17 @@ def client_id(federation: Federation, node: NodeConfig) -> str:
     if "client-id" in node:
         cid = str(node["client-id"])
         if cid not in ids:
-            raise ConfigError(f"node client-id {cid!r} is not one of the clients: {', '.join(ids)}")
+            log.warning("node client-id %r is not one of the clients: %s", cid, ", ".join(ids))
+            raise NodeRefusedError(f"this node's client-id is not one of the run's {len(ids)} clients")
         return cid
     pid = int(node.get("partition-id", -1))
     if not 0 <= pid < len(ids):
-        raise ConfigError(f"node partition-id {pid} does not name one of the {len(ids)} clients")
+        raise NodeRefusedError(f"node partition-id {pid} does not name one of the {len(ids)} clients")
     return ids[pid]
+
+
+class NodeFailedError(RuntimeError):
+    """A node failed to answer; the message says only which exception, the node's log says why."""
 
 
 class NodeState:
@@ -82,8 +92,10 @@ class NodeState:
     resumed server that replays round r finds the state the client had before r."""
 
     def __init__(self, node: NodeConfig, run_key: str, client: str) -> None:
+        if not RUN_KEY.fullmatch(run_key):  # the server's uuid4().hex: never a path of its own
+            raise NodeRefusedError("the run key is not 32 lowercase hex digits")
         root = Path(str(node.get("state-dir", cache_root() / "node-state")))
-        self.dir = root / run_key / client
+        self.dir = root / run_key / f"client-{hashlib.sha256(client.encode()).hexdigest()[:16]}"  # ids may hold '/'
 
     def load(self, before: int) -> Record | None:
         """The newest state saved after a round < ``before``, or None (first round of this client)."""
@@ -125,11 +137,23 @@ class Node:
         self.federations = federations
 
     def answer(self, kind: str, content: RecordDict, node: NodeConfig) -> RecordDict:
-        """This node's reply to a message of type ``kind`` (``query``, ``train`` or ``evaluate``)."""
+        """This node's reply to a message of type ``kind`` (``query``, ``train`` or ``evaluate``).
+
+        What fails goes back to the coordinator as a refusal that names config keys only (`NodeRefusedError`)
+        or as the bare exception type: an error message may quote the node's files, paths or data rows,
+        so it stays in the node's own log."""
         answers = {MessageType.QUERY: self.query, MessageType.TRAIN: self.train, MessageType.EVALUATE: self.evaluate}
         if kind not in answers:
-            raise ValueError(f"fedloom nodes answer {', '.join(answers)} messages, not {kind!r}")
-        return answers[kind](content, node)
+            raise NodeRefusedError(f"fedloom nodes answer {', '.join(answers)} messages, not {kind!r}")
+        try:
+            return answers[kind](content, node)
+        except NodeRefusedError as exc:
+            log.warning("refused a %s message: %s", kind, exc)
+            raise
+        except Exception as exc:
+            log.exception("answering a %s message failed", kind)
+            raise NodeFailedError(f"{type(exc).__name__} while answering a {kind} message; the node's owner has "
+                              "the details in its log") from None  # fmt: skip
 
     def query(self, content: RecordDict, node: NodeConfig) -> RecordDict:
         """Which client this node is, its split sizes and primary metric."""

@@ -24,7 +24,7 @@ class WorkerUnavailableError(RuntimeError):
 
 
 class WorkerError(RuntimeError):
-    """The node worker raised while answering; carries its traceback."""
+    """The node worker raised while answering; carries what `Node.answer` lets leave the node."""
 
 
 def send_frame(sock: socket.socket, data: bytes) -> None:
@@ -71,5 +71,5 @@ def relay(path: str, kind: str, content: RecordDict, node: Mapping[str, Any]) ->
         send_frame(sock, encode(content))
         status, body = recv_frame(sock), recv_frame(sock)
     if status != OK:
-        raise WorkerError(f"the node worker at {path} failed:\n{body.decode(errors='replace')}")
+        raise WorkerError(f"the node worker failed: {body.decode(errors='replace')}")
     return decode(body)

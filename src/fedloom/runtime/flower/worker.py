@@ -21,7 +21,6 @@ import os
 import socket
 import socketserver
 import time
-import traceback
 from collections.abc import Callable
 from pathlib import Path
 
@@ -46,8 +45,8 @@ class _Handler(socketserver.BaseRequestHandler):
             reply, status = encode(answer(header["kind"], content, header["node"])), OK
             seconds = time.perf_counter() - t0
             log.info("answered a %s message for %s in %.2f s", header["kind"], header["node"], seconds)
-        except Exception:  # reported to the ClientApp, which fails the message
-            reply, status = traceback.format_exc().encode(), FAILED
+        except Exception as exc:  # the ClientApp fails the message with this text: no traceback, no paths
+            reply, status = f"{type(exc).__name__}: {exc}".encode(), FAILED
             log.exception("answering a %s message failed", header["kind"])
         try:
             send_frame(self.request, status)

@@ -489,11 +489,14 @@ def fleet_gateway(
     ] = None,
     ssl_keyfile: Annotated[Path | None, typer.Option(help="its private key")] = None,
     superlink_ca: Annotated[Path | None, typer.Option(help="CA of a TLS SuperLink behind the gateway")] = None,
+    max_body_mb: Annotated[float, typer.Option(min=1, help="largest request body forwarded (413 above)")] = 64,
+    max_concurrent: Annotated[int, typer.Option(min=1, help="requests in flight at once (503 beyond)")] = 64,
 ) -> None:
     """Publish only the Fleet API: SuperNodes reach the SuperLink, its Control API stays on loopback."""
     from fedloom.runtime.flower.gateway import GatewayConfig, serve_gateway
 
-    config = GatewayConfig(listen, superlink, ssl_certfile, ssl_keyfile, superlink_ca)
+    config = GatewayConfig(listen, superlink, ssl_certfile, ssl_keyfile, superlink_ca,
+                           max_body=int(max_body_mb * 2**20), max_concurrent=max_concurrent)  # fmt: skip
     scheme = "https" if ssl_certfile else "http"
     console.print(f"fedloom fleet gateway on {scheme}://{listen} → {superlink} (Fleet API only; Ctrl-C to stop)")
     with suppress(KeyboardInterrupt):

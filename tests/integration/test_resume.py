@@ -27,7 +27,7 @@ def _cmd(*extra: str) -> list[str]:
 
 
 def _final_state(run: Path) -> dict[str, object]:
-    folder = run / "checkpoints" / (run / "checkpoints" / "LATEST").read_text()
+    folder = run / "checkpoints" / (run / "checkpoints" / "LATEST").read_text().split()[0]
     return {p.name: load_file(p) for p in sorted(folder.glob("*.safetensors")) if p.name != "rng_torch.safetensors"}
 
 

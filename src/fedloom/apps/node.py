@@ -3,12 +3,11 @@ into a workspace once per process and kept for the next messages (and the next r
 
 from __future__ import annotations
 
-import yaml
 from pydantic import ValidationError
 
 from fedloom.apps.confine import confine, node_data_dir
-from fedloom.errors import NodeRefusedError
-from fedloom.experiments.config import RunConfig, config_digest
+from fedloom.errors import ConfigError, NodeRefusedError
+from fedloom.experiments.config import RunConfig, config_digest, read_yaml
 from fedloom.experiments.methods import build_method
 from fedloom.experiments.workspace import prepare_workspace
 from fedloom.runtime.flower.node import Federation, Node, NodeConfig
@@ -20,7 +19,10 @@ _BUILT: dict[str, Federation] = {}
 def federation(config: str, node: NodeConfig) -> Federation:
     """The run described by ``config`` (YAML, the coordinator's) on this node, built on first use; its
     data paths confined to the node's own data folder (`fedloom.apps.confine`)."""
-    raw = confine(yaml.safe_load(config), node_data_dir(node))
+    try:
+        raw = confine(read_yaml(None, config), node_data_dir(node))
+    except ConfigError as exc:  # malformed, an alias bomb: the coordinator's own text, safe to name
+        raise NodeRefusedError(f"the run configuration: {exc}") from None
     try:
         cfg = RunConfig.model_validate(raw)
     except ValidationError as exc:  # the keys only: a message may quote what the node found on its disk

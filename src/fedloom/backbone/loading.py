@@ -133,9 +133,20 @@ def _gguf_key(path: Path) -> str:
 
 def _load_gguf_cached(path: Path, label: str) -> Loaded:
     """Dequantize a GGUF file once into a safetensors directory, then load that directory."""
+    with path.open("rb") as f:
+        if f.read(4) != b"GGUF":
+            raise BackboneNotFoundError(f"{path} is not a GGUF file (it does not start with the GGUF magic bytes)")
     key = _gguf_key(path)
     target = cache_root() / "models" / f"{label}-{key}"
-    build_once(target, (target / "fedloom.json").is_file, lambda: None, lambda: _convert_gguf(path, target))
+
+    def convert() -> None:
+        try:
+            _convert_gguf(path, target)
+        except (ValueError, OSError, KeyError, EOFError) as exc:  # cut short, an architecture transformers lacks
+            raise BackboneNotFoundError(f"{path}: not a GGUF model transformers can read "
+                                        f"({type(exc).__name__}: {exc})") from None  # fmt: skip
+
+    build_once(target, (target / "fedloom.json").is_file, lambda: None, convert)
     model = AutoModelForCausalLM.from_pretrained(target, dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(target)
     return model, tokenizer, f"gguf:{label}-{key}"

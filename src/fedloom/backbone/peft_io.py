@@ -8,6 +8,7 @@ from pathlib import Path
 
 import torch
 from peft import LoraConfig
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from torch import Tensor
 
@@ -54,18 +55,25 @@ def import_peft(in_dir: Path, layout: AdapterLayout, slot: str = DEFAULT_SLOT) -
     weights = in_dir / WEIGHTS_NAME
     if not weights.is_file():
         raise DataError(f"no {WEIGHTS_NAME} in {in_dir}; expected a PEFT adapter directory")
-    config = LoraConfig.from_pretrained(str(in_dir))
+    try:
+        config = LoraConfig.from_pretrained(str(in_dir))
+        stored = load_file(weights)
+    except (OSError, ValueError, TypeError, SafetensorError) as exc:  # garbage bytes, a broken config
+        raise DataError(f"{in_dir} is not a readable PEFT adapter ({type(exc).__name__}: {exc})") from None
     if lora_scaling(config.lora_alpha, config.r) != layout.spec.scaling():
         raise DataError(
             f"{in_dir}: adapter scaling alpha/r = {config.lora_alpha}/{config.r} differs from the configured "
             f"{layout.spec.alpha}/{layout.spec.rank}"
         )
-    stored = load_file(weights)
     out: dict[str, Tensor] = {}
+    shapes = dict(layout.slot(slot).entries)
     for m in layout.modules:
         for ours, theirs in ((lora_a_key(m.path, slot), "lora_A"), (lora_b_key(m.path, slot), "lora_B")):
             key = f"{PEFT_PREFIX}{m.path}.{theirs}.weight"
             if key not in stored:
                 raise DataError(f"{weights}: tensor {key!r} is missing")
+            if tuple(stored[key].shape) != shapes[ours]:
+                raise DataError(f"{weights}: tensor {key!r} has shape {tuple(stored[key].shape)}, the backbone's "
+                                f"layer needs {shapes[ours]} (another model or rank?)")  # fmt: skip
             out[ours] = stored[key].to(torch.float32)
     return out

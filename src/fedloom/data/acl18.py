@@ -34,6 +34,7 @@ from fedloom.data.posts import assign_rows, session_days, utc_to_market, window_
 from fedloom.data.reading import read_csv, read_jsonl, refuse_duplicates
 from fedloom.data.schema import SampleTable
 from fedloom.data.splits import SplitDates
+from fedloom.errors import DataError
 
 FILES = ("prices.csv", "tweets.jsonl", "sectors.csv")
 FALL_BELOW, RISE_FROM = -0.005, 0.0055
@@ -58,10 +59,13 @@ class Acl18Config(BaseModel):
     split_dates: SplitDates = Field(STOCKNET_SPLIT, description="standard split by target day")
 
 
+PRICE_COLUMNS = ("open", "high", "low", "close", "adj_close", "volume")
+
+
 def load_acl18(data_dir: Path | str | None, cfg: Acl18Config) -> SampleTable:
     """Read ``acl18/`` and build the sample table."""
     folder = dataset_dir(data_dir, cfg.folder, FILES)
-    prices = read_csv(folder / "prices.csv", required=("ticker",), dates=("date",))
+    prices = read_csv(folder / "prices.csv", required=("ticker",), dates=("date",), numbers=PRICE_COLUMNS)
     refuse_duplicates(prices, ("ticker", "date"), folder / "prices.csv")
     tweets = read_jsonl(folder / "tweets.jsonl", dtype={"ticker": str, "date": str, "text": str})
     sectors = read_csv(folder / "sectors.csv", required=("ticker", "sector"))
@@ -119,7 +123,11 @@ def build_acl18(prices: pd.DataFrame, tweets: pd.DataFrame, sectors: pd.DataFram
     posts["row"] = assign_rows(posts, rows)
     samples["text"] = window_texts(posts, samples, cfg.lag_days, cfg.max_tweets_per_day, dedupe=True)
     sector = dict(zip(sectors["ticker"], sectors["sector"].replace(SECTOR_SPELLING), strict=True))
-    samples["group"] = samples["instrument"].map(sector).fillna("Unknown")
+    unknown = sorted(set(samples["instrument"]) - set(sector))
+    if unknown:  # a sectors.csv cut short would otherwise fold its missing tickers into one client
+        raise DataError(f"sectors.csv has no sector for tickers {unknown[:5]} ({len(unknown)} in all); "
+                        "restore the file, or give every ticker of prices.csv a row")  # fmt: skip
+    samples["group"] = samples["instrument"].map(sector)
     samples["target"] = (
         (samples["return"] >= RISE_FROM).astype(np.int64) if cfg.target == "movement" else samples["return"]
     )

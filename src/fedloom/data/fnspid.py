@@ -56,7 +56,8 @@ class FnspidConfig(BaseModel):
 def load_fnspid(data_dir: Path | str | None, cfg: FnspidConfig) -> SampleTable:
     """Read ``fnspid/`` and build the sample table."""
     folder = dataset_dir(data_dir, cfg.folder, FILES)
-    prices = read_csv(folder / "prices_sentiment.csv.gz", required=("ticker", "close", "adj_close"), dates=("date",))
+    prices = read_csv(folder / "prices_sentiment.csv.gz", required=("ticker", "close", "adj_close"), dates=("date",),
+                      numbers=("open", "high", "low", "close", "adj_close", "volume"))  # fmt: skip
     refuse_duplicates(prices, ("ticker", "date"), folder / "prices_sentiment.csv.gz")
     news = read_jsonl(folder / "news.jsonl", dtype={"date": str, "date_fnspid_utc": str})
     return build_fnspid(prices, news, cfg)

@@ -1,6 +1,6 @@
 """Dataset files checked against ``MANIFEST.tsv`` in the data folder (``path  bytes  sha256  rows``):
 a truncated, replaced or corrupted file is refused by name. Sizes are compared on every load; a
-file's sha256 once per (size, mtime), remembered in ``$FEDLOOM_CACHE/data/verified.json``."""
+file's sha256 once per (size, mtime, ctime, inode), remembered in ``$FEDLOOM_CACHE/data/verified.json``."""
 
 from __future__ import annotations
 
@@ -31,7 +31,8 @@ def verify_folder(root: Path, folder: str) -> None:
         stat = path.stat()
         if stat.st_size != size:
             raise DataError(f"{path} has {stat.st_size} bytes but {manifest} lists {size} (cut short?); {FIX}")
-        key, stamp = str(path.resolve()), [stat.st_size, stat.st_mtime_ns, digest]
+        # ctime and inode too: an edit with its mtime put back (os.utime) still changes the ctime
+        key, stamp = str(path.resolve()), [stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino, digest]
         if verified.get(key) == stamp:
             continue
         with path.open("rb") as f:

@@ -101,7 +101,8 @@ class QlibCnConfig(BaseModel):
 
 def read_bars(folder: Path) -> pd.DataFrame:
     """Daily bars as stored: suspended days keep their flat OHLC (the last close)."""
-    bars = read_csv(folder / "csi300_daily.csv.gz", required=("instrument",), dates=("date",))
+    bars = read_csv(folder / "csi300_daily.csv.gz", required=("instrument",), dates=("date",),
+                    numbers=("open", "high", "low", "close", "volume", "factor", "change"))  # fmt: skip
     refuse_duplicates(bars, ("instrument", "date"), folder / "csi300_daily.csv.gz")
     return bars
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import warnings
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -18,16 +19,21 @@ from fedloom.errors import DataError
 BROKEN = (ValueError, OSError, EOFError, zlib.error, pd.errors.ParserError)  # UnicodeDecodeError is a ValueError
 
 
-def read_csv(path: Path, required: Sequence[str] = (), dates: Sequence[str] = (), **options: Any) -> pd.DataFrame:
+def read_csv(
+    path: Path, required: Sequence[str] = (), dates: Sequence[str] = (), numbers: Sequence[str] = (), **options: Any
+) -> pd.DataFrame:
     """``path`` as a frame; ``required`` columns must exist and hold a value on every row (a file cut
-    short leaves its last row incomplete), ``dates`` must parse as dates."""
+    short leaves its last row incomplete), ``dates`` must parse as dates, ``numbers`` as numbers where
+    they hold a value (empty: NaN, as pandas reads it)."""
     try:
-        frame = pd.read_csv(path, **options)
+        with warnings.catch_warnings():  # a column of mixed types: refused below by name, not warned about
+            warnings.simplefilter("ignore", pd.errors.DtypeWarning)
+            frame = pd.read_csv(path, **options)
     except pd.errors.EmptyDataError:
         raise DataError(f"{path} is empty (0 bytes or no header); restore the file") from None
     except BROKEN as exc:
         raise DataError(f"{path}: {_first_bad_line(path, _utf8) or _reason(exc)}") from None
-    missing = [c for c in (*required, *dates) if c not in frame.columns]
+    missing = [c for c in (*required, *dates, *numbers) if c not in frame.columns]
     if missing:
         raise DataError(f"{path}: missing columns {missing}; the file has {list(frame.columns)}")
     for column in required:
@@ -36,6 +42,12 @@ def read_csv(path: Path, required: Sequence[str] = (), dates: Sequence[str] = ()
         parsed = pd.to_datetime(frame[column], errors="coerce", format="ISO8601")
         _refuse_rows(path, parsed.isna(), f"column {column!r} is not a date")
         frame[column] = parsed
+    for column in numbers:
+        if pd.api.types.is_numeric_dtype(frame[column]):  # pandas read every value as a number: kept as read
+            continue
+        parsed = pd.to_numeric(frame[column], errors="coerce")
+        _refuse_rows(path, parsed.isna() & frame[column].notna(), f"column {column!r} is not a number")
+        frame[column] = parsed.astype(float)
     return frame
 
 

@@ -203,13 +203,7 @@ def load_config(
 def _read_yaml(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{path}: malformed YAML{where}: {problem}") from None
+    data = read_yaml(path)
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -217,11 +211,45 @@ def _read_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _parse_value(text: str) -> Any:
+class _NoAliases(yaml.SafeLoader):
+    """PyYAML's safe loader without aliases (``*name``): nine levels of them expand a few lines into
+    gigabytes (a "billion laughs"), and no fedloom file needs one."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            mark = self.peek_event().start_mark
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed", mark)
+        return super().compose_node(parent, index)
+
+
+def read_yaml(path: Path | None, text: str | None = None) -> Any:
+    """The YAML of ``path`` (or ``text``, named by ``path`` in errors): one `ConfigError` for every way
+    it can fail — not UTF-8, malformed, an alias, nested past Python's recursion limit."""
+    where = str(path) if path is not None else "the YAML text"
     try:
-        return yaml.safe_load(text)
+        if text is None:
+            assert path is not None
+            text = path.read_bytes().decode("utf-8")
+        return yaml.load(text, Loader=_NoAliases)  # a SafeLoader
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{where}: not UTF-8 text (byte {exc.start}); save it as UTF-8") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: nested too deeply to be a fedloom file") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{where}: malformed YAML{at}: {problem}") from None
+
+
+def _parse_value(text: str) -> Any:
+    """A ``--set`` value as YAML (an alias refused as in files), else the text as given."""
+    try:
+        return yaml.load(text, Loader=_NoAliases)  # a SafeLoader
     except yaml.YAMLError:
         return text
+    except RecursionError:
+        raise ConfigError(f"--set value {text[:40]!r}...: nested too deeply") from None
 
 
 def _leaf_paths(model: type[BaseModel], prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:

@@ -1,7 +1,8 @@
 """Run a suite's jobs as `fedloom run` subprocesses, N at a time, each pinned to its share of the cores.
 
 A job whose run directory has summary.json is finished and skipped; one with a config.yaml there
-(started, interrupted) continues with ``fedloom run --resume``; a job that fails is recorded in
+(started, interrupted) continues with ``fedloom run --resume``; one whose config.yaml differs from the
+job's (the suite file edited since) is stale and runs again with ``--overwrite``; a job that fails is recorded in
 ``SUITE_DIR/suite.jsonl`` (its output in ``SUITE_DIR/logs/``) and the others go on. Ctrl-C stops
 the running jobs (their checkpoints stay) so the same command continues later. Job times measured
 here estimate what is left (``--dry-run``, the ETA). Before the workers start, each distinct
@@ -22,25 +23,45 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Literal
 
-from fedloom.experiments.config import dump_config
+from fedloom.errors import FedloomError
+from fedloom.experiments.config import RESUMABLE_KEYS, changed_keys, dump_config, load_config
 from fedloom.experiments.rundir import atomic_write
 from fedloom.experiments.suite_spec import JOB_FILE, Job, Suite
 
-Status = Literal["finished", "resume", "new"]
+Status = Literal["finished", "resume", "new", "stale"]
 EVENTS = "suite.jsonl"
 INTERRUPTED = (130, -signal.SIGINT, -signal.SIGTERM)  # a job stopped by Ctrl-C, not a failure
 STOP_GRACE = 60.0  # seconds a stopped job gets to exit before it is killed
 
 
 def job_status(job: Job, suite_dir: Path) -> Status:
-    """finished (summary.json), resume (a started run with rounds) or new — a reference fitted in one
-    pass that was stopped starts over."""
+    """finished (summary.json, same config), resume (a started run with rounds, or a finished one whose
+    ``rounds`` the suite extended), new, or stale: the run's config differs from the job's in a key a
+    resume may not change (the suite file's ``set`` edited since), so it is run again from scratch. A
+    reference fitted in one pass that was stopped starts over."""
     folder = suite_dir / job.folder
-    if (folder / "summary.json").is_file():
-        return "finished"
+    if not (folder / "config.yaml").is_file():
+        return "new"
+    if stale_keys(job, folder):
+        return "stale"
     cfg = job.config
     rounds = not cfg.is_reference or cfg.references.mode == "federated"
-    return "resume" if rounds and (folder / "config.yaml").is_file() else "new"
+    done = load_config(folder / "config.yaml").rounds
+    if rounds and done > cfg.rounds:
+        return "stale"
+    if (folder / "summary.json").is_file() and (not rounds or done == cfg.rounds):
+        return "finished"
+    return "resume" if rounds else "new"
+
+
+def stale_keys(job: Job, folder: Path) -> list[str]:
+    """The keys in which the run in ``folder`` differs from ``job``'s config, other than those a resume
+    may change (`RESUMABLE_KEYS`); every key when its config.yaml no longer loads."""
+    try:
+        saved = load_config(folder / "config.yaml")
+    except FedloomError:
+        return ["config.yaml"]
+    return [k for k in changed_keys(saved, job.config) if k not in RESUMABLE_KEYS]
 
 
 def job_command(job: Job, suite: Suite, suite_dir: Path, extra: Sequence[str] = ()) -> list[str]:
@@ -53,7 +74,7 @@ def job_command(job: Job, suite: Suite, suite_dir: Path, extra: Sequence[str] = 
     label = job.label
     base = ["--config", str(suite.base)] if suite.base is not None else []
     flags = ["--method", label.method, "--dataset", label.dataset, "--seed", str(label.seed), "--out", str(out)]
-    if (out / "config.yaml").is_file():  # a stopped one-pass reference: its partial folder is replaced
+    if (out / "config.yaml").is_file():  # stale, or a stopped one-pass reference: replaced
         flags.append("--overwrite")
     return [*cli, *base, *flags, *(arg for o in job.overrides for arg in ("--set", o))]
 
@@ -213,6 +234,7 @@ class SuiteRunner:
     def _start(self, job: Job, cpus: list[int], state: SuiteState) -> Running:
         folder = self.suite_dir / job.folder
         folder.mkdir(parents=True, exist_ok=True)
+        stale = stale_keys(job, folder) if (folder / "config.yaml").is_file() else []
         atomic_write(folder / JOB_FILE, job.label.model_dump_json(indent=2))
         command = job_command(job, self.suite, self.suite_dir, self.job_args)
         threads = str(len(cpus))
@@ -224,7 +246,7 @@ class SuiteRunner:
         if hasattr(os, "sched_setaffinity"):  # Linux; set before the child starts a thread (threads inherit it)
             os.sched_setaffinity(process.pid, cpus)
         state.running[job.folder] = time.monotonic()
-        self.on_event("started", job, state, "")
+        self.on_event("started", job, state, f"(again: its config differs in {', '.join(stale)})" if stale else "")
         return Running(job, process, log, time.monotonic(), cpus)
 
     def _end(self, r: Running, state: SuiteState) -> None:

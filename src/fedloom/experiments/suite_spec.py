@@ -27,11 +27,10 @@ from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from fedloom.errors import ConfigError
-from fedloom.experiments.config import RunConfig, load_config
+from fedloom.experiments.config import RunConfig, load_config, read_yaml
 
 JOB_FILE = "job.json"  # in each job's run directory: what `fedloom table` groups rows by
 ROW_FIELDS = ("method", "switches", "dataset")
@@ -131,10 +130,7 @@ def read_suite(path: Path) -> SuiteConfig:
     """Parse and validate a suite file; every problem is reported at once, by key."""
     if not path.is_file():
         raise ConfigError(f"suite file {path} does not exist")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: malformed YAML: {str(exc).splitlines()[0]}") from None
+    raw = read_yaml(path)
     if not isinstance(raw, dict):
         raise ConfigError(f"{path}: a suite is a mapping of keys (name, base, methods, ...)")
     try:

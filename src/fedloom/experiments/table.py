@@ -13,6 +13,7 @@ participating client and round (seed 000, eq. 28: what one selected client downl
 from __future__ import annotations
 
 import json
+import logging
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +32,8 @@ from fedloom.metrics.significance import paired_block_bootstrap, paired_seed_tes
 CROSS_SECTION = (("rank_ic", "pooled RankIC"), ("ic", "pooled IC"))
 PORTFOLIO = (("annualized_return", "excess AR"), ("information_ratio", "IR"), ("max_drawdown", "MDD"))
 DAILY_FILES = {False: "daily.csv", True: "daily_final.csv"}  # the bootstrap's series: chosen / final round
+
+log = logging.getLogger("fedloom")
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,11 @@ def find_runs(paths: Iterable[Path], evaluations: bool = False, final: bool = Fa
             [path / "summary.json"] if (path / "summary.json").is_file() else sorted(path.rglob("summary.json"))
         )
         for summary in summaries:
-            run = load_run(summary.parent, final)
+            try:
+                run = load_run(summary.parent, final)
+            except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:  # truncated, {}, a cut line
+                log.warning("skipped %s: not a readable run (%s: %s)", summary.parent, type(exc).__name__, exc)
+                continue
             found.append(run)
             if evaluations:
                 found += [_evaluation(run, e) for e in sorted((run.path / "evaluations").glob("*.json"))]

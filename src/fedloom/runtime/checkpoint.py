@@ -1,10 +1,13 @@
 """Atomic round checkpoints: everything needed to continue a run exactly where it stopped.
 
     RUN_DIR/checkpoints/
-      LATEST                 name of the newest complete checkpoint (replaced atomically)
+      LATEST                 name of the newest complete checkpoint and its state.json's sha256
+                             (replaced atomically)
       round-00003/
         state.json           round, config digest, scalars of every record, client index, history, RNG,
                              and the sha256 of every tensor file beside it (checked on load)
+        state.sha256         the sha256 of state.json: an edited state (a client id, a digit of the
+                             history) is refused like a flipped bit in a tensor
         server.safetensors   server tensors
         client-00000.safetensors ...   one file per client (ids may not be valid file names)
         rng_torch.safetensors          torch's global RNG state
@@ -12,7 +15,8 @@
 A checkpoint directory is written under a temporary name and renamed when complete; LATEST is
 updated only after that, so a kill at any moment leaves the previous checkpoint usable. Older
 checkpoints are pruned by round number, never the one just written; LATEST must name a checkpoint
-folder inside this store.
+folder inside this store, with that folder's digest. Without LATEST (deleted), the newest round folder
+is the checkpoint, after the same checks.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ from fedloom.algorithms.base import Record, Scalar
 from fedloom.errors import FedloomError
 
 LATEST = "LATEST"
+STATE_DIGEST = "state.sha256"
 NAME = re.compile(r"round-(\d{5,})")
 Scalars = dict[str, Scalar]
 
@@ -115,12 +120,14 @@ class CheckpointStore:
                 sha256={p.name: file_sha256(p) for p in sorted(staging.glob("*.safetensors"))},
             )
             (staging / "state.json").write_text(json.dumps(state.model_dump()))  # NaN scalars stay NaN
+            digest = file_sha256(staging / "state.json")
+            (staging / STATE_DIGEST).write_text(digest)
             shutil.rmtree(self.folder / name, ignore_errors=True)
             staging.rename(self.folder / name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         pointer = self.folder / f".{LATEST}.tmp"
-        pointer.write_text(name)
+        pointer.write_text(f"{name} {digest}")
         pointer.replace(self.folder / LATEST)
         self._prune(ckpt.round)
 
@@ -142,34 +149,44 @@ class CheckpointStore:
     def newest(self) -> tuple[int, str] | None:
         """(round, config digest) of the newest checkpoint without reading its tensors (None: no
         checkpoint); `load` still checks every file."""
+        try:
+            found = self._newest()
+            if found is None:
+                return None
+            state = json.loads((found[0] / "state.json").read_text())
+            return int(state["round"]), str(state["config_digest"])
+        except (FedloomError, OSError, KeyError, TypeError, ValueError):
+            return None  # `load` names what is wrong
+
+    def _newest(self) -> tuple[Path, str | None] | None:
+        """The newest checkpoint folder and the state digest LATEST gives for it (None without LATEST:
+        then the newest round folder present); None when there is no checkpoint."""
         pointer = self.folder / LATEST
         if not pointer.is_file():
-            return None
-        try:
-            state = json.loads((self.folder / pointer.read_text().strip() / "state.json").read_text())
-            return int(state["round"]), str(state["config_digest"])
-        except (OSError, KeyError, TypeError, ValueError):
-            return None  # `load` names what is wrong
+            rounds = sorted(p for p in self.folder.glob("round-*") if NAME.fullmatch(p.name) and p.is_dir())
+            return (rounds[-1], None) if rounds else None
+        text = pointer.read_text().strip()
+        parts = text.split()
+        if len(parts) != 2 or not NAME.fullmatch(parts[0]) or not (self.folder / parts[0]).is_dir():
+            raise FedloomError(
+                f"{pointer} holds {text[:80]!r}, not a checkpoint folder in {self.folder} with its state digest "
+                "('round-NNNNN SHA256'); delete LATEST to resume from the newest round folder"
+            )
+        return self.folder / parts[0], parts[1]
 
     def load(self, restore_random_state: bool = True, round: int | None = None) -> Checkpoint | None:
         """The newest complete checkpoint (or that of ``round``), or None when there is none; every file
         is checked first."""
-        pointer = self.folder / LATEST
         if round is not None:
-            folder = self.folder / f"round-{round:05d}"
+            folder, expected = self.folder / f"round-{round:05d}", None
             if not folder.is_dir():
                 return None
-        elif not pointer.is_file():
+        elif (newest := self._newest()) is None:
             return None
         else:
-            name = pointer.read_text().strip()
-            if not NAME.fullmatch(name) or not (self.folder / name).is_dir():
-                raise FedloomError(
-                    f"{pointer} names {name!r}, not a checkpoint folder in {self.folder}; "
-                    "point it at an existing round-NNNNN folder there, or delete the checkpoints to restart the run"
-                )
-            folder = self.folder / name
+            folder, expected = newest
         try:
+            _verify_state(folder, expected)
             state = CheckpointState.model_validate(json.loads((folder / "state.json").read_text()))
             _verify(folder, state)
             server = Record(load_file(folder / "server.safetensors"), state.server_scalars)
@@ -192,6 +209,18 @@ class CheckpointStore:
 def file_sha256(path: Path) -> str:
     with path.open("rb") as f:
         return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _verify_state(folder: Path, expected: str | None) -> None:
+    """state.json matches the digest saved beside it (and ``expected``, LATEST's, when given)."""
+    saved = folder / STATE_DIGEST
+    if not saved.is_file():
+        raise FedloomError(f"checkpoint {folder} has no {STATE_DIGEST} (written before state digests, or cut "
+                           "short); delete it to restart the run")  # fmt: skip
+    digest = file_sha256(folder / "state.json")
+    if digest != saved.read_text().strip() or (expected is not None and digest != expected):
+        raise FedloomError(f"checkpoint file {folder / 'state.json'} does not match its sha256 (edited or "
+                           "corrupted); delete the checkpoint to restart the run")  # fmt: skip
 
 
 def _verify(folder: Path, state: CheckpointState) -> None:

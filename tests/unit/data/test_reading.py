@@ -4,6 +4,7 @@ files are checked against MANIFEST.tsv. Corruptions are made on copies in tmp_pa
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 
 import pytest
@@ -113,6 +114,18 @@ def test_a_verified_file_is_hashed_once(tmp_path, fedloom_cache, monkeypatch):
 
     monkeypatch.setattr(hashlib, "file_digest", no_hashing)
     dataset_dir(tmp_path, "toy", ["sectors.csv"])  # same size and mtime: the cached verdict
+
+
+def test_an_edit_with_its_mtime_put_back_is_hashed_again_and_refused(tmp_path, fedloom_cache):
+    original = b"ticker,sector\nAAPL,Technology\n"
+    _with_manifest(tmp_path, "toy", {"sectors.csv": original}, {"sectors.csv": original})
+    dataset_dir(tmp_path, "toy", ["sectors.csv"])  # verified, and remembered
+    path = tmp_path / "toy" / "sectors.csv"
+    before = path.stat()
+    path.write_bytes(original.replace(b"AAPL", b"AAPX"))  # same size
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime restored: only the ctime tells
+    with pytest.raises(DataError, match=r"toy/sectors\.csv does not match its sha256"):
+        dataset_dir(tmp_path, "toy", ["sectors.csv"])
 
 
 @shared

@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 
 from fedloom.errors import ConfigError
-from fedloom.experiments.suite import SuiteState, cpu_shares, estimate, job_command, workspaces
+from fedloom.experiments.config import dump_config
+from fedloom.experiments.suite import (
+    SuiteState,
+    cpu_shares,
+    estimate,
+    job_command,
+    job_status,
+    stale_keys,
+    workspaces,
+)
 from fedloom.experiments.suite_spec import load_suite, select_jobs
 
 
@@ -115,7 +124,7 @@ def test_every_job_command_carries_the_suite_wide_arguments_also_on_resume(tmp_p
     fresh = job_command(job, suite, out, ("--track", "mlflow"))
     assert fresh[fresh.index("run") + 1 : fresh.index("run") + 3] == ["--track", "mlflow"] and "--resume" not in fresh
     (out / job.folder).mkdir(parents=True)
-    (out / job.folder / "config.yaml").write_text("")  # a started run
+    (out / job.folder / "config.yaml").write_text(dump_config(job.config))  # a started run
     resumed = job_command(job, suite, out, ("--track", "mlflow"))
     assert resumed[-4:] == ["--track", "mlflow", "--resume", str(out / job.folder)]
 
@@ -132,10 +141,31 @@ switches: {pooled: {references.mode: pooled}, federated: {references.mode: feder
     out = tmp_path / "out"
     for job in suite.jobs:
         (out / job.folder).mkdir(parents=True)
-        (out / job.folder / "config.yaml").write_text("")  # started, stopped before summary.json
+        (out / job.folder / "config.yaml").write_text(dump_config(job.config))  # started, no summary.json yet
     commands = {job.label.switches: job_command(job, suite, out) for job in suite.jobs}
     assert "--resume" not in commands["pooled"] and "--overwrite" in commands["pooled"]
     assert commands["federated"][-2:] == ["--resume", str(out / "synthetic/mlp/federated/seed0")]
+
+
+def test_a_finished_job_whose_config_the_suite_changed_is_stale_and_runs_again(tmp_path: Path):
+    """The suite file's `set` edited after a job finished: the job is not skipped as finished with the
+    old config; it runs again with --overwrite. More rounds than the run did: it resumes to extend."""
+    path = write(tmp_path, "name: t\nbase: base.yaml\nmethods: [fedavg]\n")
+    suite, out = load_suite(path), tmp_path / "out"
+    job = suite.jobs[0]
+    (out / job.folder).mkdir(parents=True)
+    (out / job.folder / "config.yaml").write_text(dump_config(job.config))
+    (out / job.folder / "summary.json").write_text("{}")
+    assert job_status(job, out) == "finished"
+    path.write_text("name: t\nbase: base.yaml\nmethods: [fedavg]\nset: [train.lr=0.01]\n")
+    changed = load_suite(path)
+    assert job_status(changed.jobs[0], out) == "stale" and stale_keys(changed.jobs[0], out / job.folder) == [
+        "train.lr"
+    ]
+    command = job_command(changed.jobs[0], changed, out)
+    assert "--overwrite" in command and "--resume" not in command
+    path.write_text("name: t\nbase: base.yaml\nmethods: [fedavg]\nset: [rounds=5]\n")
+    assert job_status(load_suite(path).jobs[0], out) == "resume"
 
 
 def test_per_method_overrides_reach_only_that_methods_jobs(tmp_path: Path):

@@ -15,7 +15,7 @@ from fedloom.algorithms.fedavg import FedAvg
 from fedloom.errors import FedloomError
 from fedloom.experiments.methods import build_method
 from fedloom.experiments.workspace import prepare_workspace
-from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
+from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore, file_sha256
 from fedloom.runtime.config import FederationConfig
 from fedloom.runtime.simulation import InProcessRuntime
 from tests.conftest import small_config
@@ -57,7 +57,7 @@ def test_latest_moves_only_after_a_complete_write_and_old_ones_are_pruned(tmp_pa
     assert store.load() is None
     store.save(_ckpt(1))
     store.save(_ckpt(2))
-    assert (tmp_path / "LATEST").read_text() == "round-00002"
+    assert (tmp_path / "LATEST").read_text().split()[0] == "round-00002"
     assert sorted(p.name for p in tmp_path.glob("round-*")) == ["round-00002"]
     (tmp_path / ".round-00003-half").mkdir()  # a write killed half-way leaves only a hidden staging dir
     assert store.load().round == 2
@@ -128,7 +128,56 @@ def test_a_state_json_without_a_field_names_it(tmp_path, field):
     state = json.loads(path.read_text())
     del state[field]
     path.write_text(json.dumps(state))
+    digest = file_sha256(path)  # as a faulty writer would have left it: the digest agrees, the schema not
+    (path.parent / "state.sha256").write_text(digest)
+    (tmp_path / "LATEST").write_text(f"round-00001 {digest}")
     with pytest.raises(FedloomError, match=rf"state.json is malformed \({field}: Field required"):
+        store.load()
+
+
+def _edit_state(store: CheckpointStore, rnd: int, edit) -> None:
+    path = store.folder / f"round-{rnd:05d}" / "state.json"
+    state = json.loads(path.read_text())
+    edit(state)
+    path.write_text(json.dumps(state))
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda s: s.update(clients=s["clients"][::-1]),  # two client ids swapped: their states would trade places
+        lambda s: s["history"][0].update(round=7),  # one digit of the history
+        lambda s: s["server_scalars"].update(beta=0.8),
+    ],
+)
+def test_an_edited_state_json_is_refused(tmp_path, edit):
+    store = CheckpointStore(tmp_path)
+    store.save(_ckpt(1))
+    _edit_state(store, 1, edit)
+    with pytest.raises(FedloomError, match=r"state\.json does not match its sha256"):
+        store.load()
+    with pytest.raises(FedloomError, match="does not match its sha256"):
+        store.load(round=1)
+
+
+def test_without_latest_the_newest_intact_round_folder_is_the_checkpoint(tmp_path):
+    store = CheckpointStore(tmp_path, keep=2)
+    for rnd in (2, 3):
+        store.save(_ckpt(rnd))
+    (tmp_path / "LATEST").unlink()
+    assert store.newest() == (3, "abc") and store.load().round == 3
+    _edit_state(store, 3, lambda s: s.update(round=4))  # the newest folder edited: refused, not skipped silently
+    with pytest.raises(FedloomError, match=r"round-00003/state\.json does not match"):
+        store.load()
+
+
+def test_latest_pointing_at_another_round_with_the_newest_digest_is_refused(tmp_path):
+    store = CheckpointStore(tmp_path, keep=2)
+    for rnd in (2, 3):
+        store.save(_ckpt(rnd))
+    digest = (tmp_path / "LATEST").read_text().split()[1]
+    (tmp_path / "LATEST").write_text(f"round-00002 {digest}")  # rewinds the run by a round
+    with pytest.raises(FedloomError, match="does not match its sha256"):
         store.load()
 
 

@@ -19,13 +19,14 @@ NODES = {1: "alice", 2: "bob"}
 
 
 class FakeGrid:
-    """Two nodes; ``broken`` answers TRAIN and EVALUATE without its ``metrics`` record."""
+    """Two nodes; ``broken`` answers TRAIN and EVALUATE without its ``metrics`` record; ``query`` replaces
+    fields of a node's QUERY reply (node → fields; None: the field is left out)."""
 
-    def __init__(self, broken: int) -> None:
-        self.broken = broken
+    def __init__(self, broken: int, query: dict[int, dict] | None = None, nodes: dict[int, str] = NODES) -> None:
+        self.broken, self.query, self.nodes = broken, query or {}, nodes
 
     def get_node_ids(self) -> list[int]:
-        return list(NODES)
+        return list(self.nodes)
 
     def send_and_receive(self, messages, timeout=None):
         return [self._answer(m) for m in messages]
@@ -34,8 +35,9 @@ class FakeGrid:
         node = msg.metadata.dst_node_id
         kind = msg.metadata.message_type
         if kind == "query":
-            info = {"client_id": NODES[node], "size/train": 4, "size/val": 2, "size/test": 2}
-            content = RecordDict({"client": ConfigRecord(info)})
+            info = {"client_id": self.nodes[node], "primary_metric": "ic", "synthetic": True,
+                    "size/train": 4, "size/val": 2, "size/test": 2, **self.query.get(node, {})}  # fmt: skip
+            content = RecordDict({"client": ConfigRecord({k: v for k, v in info.items() if v is not None})})
         elif kind == "train":
             content = to_recorddict(Record({"w": torch.ones(2)}, {"num_examples": 4}), torch.float32, DOWNLOAD)
             content["metrics"] = MetricRecord({"loss": 0.5})
@@ -47,9 +49,13 @@ class FakeGrid:
 
 
 @pytest.fixture
-def pool(monkeypatch: pytest.MonkeyPatch) -> FlowerClients:
+def server_process(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in ("_run_id", "_node_id", "_task_id"):  # what a ServerApp process has set
         monkeypatch.setattr(TaskIdentity, key, 1)
+
+
+@pytest.fixture
+def pool(server_process) -> FlowerClients:
     return FlowerClients(FakeGrid(broken=2), "", FederationConfig(), "key", num_nodes=2, connect_timeout=5)
 
 
@@ -63,3 +69,17 @@ def test_a_train_reply_without_metrics_fails_that_client_only(pool):
 def test_an_evaluation_without_metrics_leaves_that_client_out(pool):
     evaluation = pool.evaluate(1, Record(), {c: Record() for c in NODES.values()})
     assert evaluation["personal"]["test"] == {"alice": {"mse": 0.2}}
+
+
+@pytest.mark.parametrize(
+    "poison", [{"client_id": None}, {"size/val": "lots"}, {"size/train": -1}, {"synthetic": "yes"}, {"client_id": 7}]
+)
+def test_a_malformed_query_reply_leaves_that_node_out_and_the_run_goes_on(server_process, caplog, poison):
+    grid = FakeGrid(broken=0, query={2: poison})
+    pool = FlowerClients(grid, "", FederationConfig(), "key", num_nodes=2, connect_timeout=5)
+    assert pool.ids == ["alice"] and pool.sizes["val"] == {"alice": 2}
+    assert "node 2 sent a malformed QUERY reply" in caplog.text
+    grid.nodes = {**NODES, 3: "carol"}  # a node joining mid-run with a poisoned reply is left out too
+    grid.query[3] = poison
+    results = pool.train(1, {"alice": Record({"w": torch.zeros(2)})})
+    assert results["alice"].failure is None and "carol" not in pool.nodes and "node 3 sent" in caplog.text

@@ -93,3 +93,44 @@ def test_bad_gateway_options_are_one_line_errors(kwargs, message):
 def test_ipv6_listen_address():
     config = GatewayConfig("[::]:9092", "http://127.0.0.1:8000")
     assert (config.host, config.port) == ("::", 9092)
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_buffered_or_forwarded():
+    upstream = Upstream()
+    config = GatewayConfig("0.0.0.0:9092", "http://127.0.0.1:8000", max_body=1000)
+    client = TestClient(create_gateway(config, httpx.MockTransport(upstream)))
+    assert client.post("/v1/fleet/push-object", content=b"x" * 1001).status_code == 413  # by Content-Length
+
+    def streamed():  # chunked: no Content-Length, refused once 1000 bytes have arrived
+        for _ in range(100):
+            yield b"x" * 100
+
+    assert client.post("/v1/fleet/push-object", content=streamed()).status_code == 413
+    assert not upstream.seen
+    assert client.post("/v1/fleet/push-object", content=b"x" * 1000).status_code == 200
+    assert len(upstream.seen) == 1
+
+
+def test_requests_beyond_the_concurrency_bound_get_503():
+    import asyncio
+
+    entered, release = asyncio.Event(), asyncio.Event()
+
+    async def slow(request: httpx.Request) -> httpx.Response:
+        entered.set()
+        await release.wait()
+        return httpx.Response(200)
+
+    config = GatewayConfig("0.0.0.0:9092", "http://127.0.0.1:8000", max_concurrent=1)
+    app = create_gateway(config, httpx.MockTransport(slow))
+
+    async def two_at_once() -> list[int]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            first = asyncio.create_task(client.post("/v1/fleet/pull-messages", content=b"a"))
+            await asyncio.wait_for(entered.wait(), 60)  # the first is in flight, holding the one slot
+            second = await client.post("/v1/fleet/pull-messages", content=b"b")
+            release.set()
+            return [(await first).status_code, second.status_code]
+
+    assert asyncio.run(two_at_once()) == [200, 503]

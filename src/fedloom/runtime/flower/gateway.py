@@ -12,11 +12,16 @@ is reachable only from the coordinator itself (or through an SSH tunnel)::
     flower-supernode --superlink COORDINATOR:9092 --root-certificates ca.crt ...
 
 Requests and replies pass through byte for byte (headers included: SuperNode authentication signs them),
-so node authentication and identity proofs work as without the gateway.
+so node authentication and identity proofs work as without the gateway. The door is unauthenticated, so
+it has limits before anything is buffered or forwarded: a body above ``max_body`` is refused with 413
+(a node pushes arrays in chunks of ``FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE``, 5 MB, so its largest request
+is one chunk or one message's config record; the default leaves room for SecAgg+'s masked vectors of a
+LoRA adapter at GPU scale), and requests beyond ``max_concurrent`` at once get 503.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -48,6 +53,8 @@ class GatewayConfig:
     ssl_keyfile: Path | None = None
     superlink_ca: Path | None = None  # SuperLink side, when it runs with TLS
     timeout: float = 120.0
+    max_body: int = 64 * 2**20  # bytes (64 MiB: 12 of Flower's array chunks)
+    max_concurrent: int = 64
 
     def __post_init__(self) -> None:
         host, sep, port = self.listen.rpartition(":")
@@ -83,14 +90,28 @@ def create_gateway(config: GatewayConfig, transport: httpx.AsyncBaseTransport | 
     base = config.superlink.rstrip("/")
     upstream = httpx.AsyncClient(base_url=base, verify=verify, timeout=config.timeout, transport=transport)
 
+    slots = asyncio.Semaphore(config.max_concurrent)
+
     async def forward(request: Request) -> Response:
         path = request.url.path
+        peer = request.client.host if request.client else "?"
         if request.method != "POST" or not is_fleet_path(path):
-            log.warning("refused %s %s from %s", request.method, path, request.client.host if request.client else "?")
+            log.warning("refused %s %s from %s", request.method, path, peer)
             return PlainTextResponse("only the Fleet API is served here\n", status_code=403)
+        if slots.locked():
+            log.warning("busy: refused %s from %s (%d requests in flight)", path, peer, config.max_concurrent)
+            return PlainTextResponse("too many requests at once\n", status_code=503)
+        async with slots:
+            body = await _bounded_body(request, config.max_body)
+            if body is None:
+                log.warning("refused %s from %s: body over %d bytes", path, peer, config.max_body)
+                return PlainTextResponse("request body too large\n", status_code=413)
+            return await _forward(path, body, request)
+
+    async def _forward(path: str, body: bytes, request: Request) -> Response:
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROPPED}
         try:
-            reply = await upstream.post(path, content=await request.body(), headers=headers)
+            reply = await upstream.post(path, content=body, headers=headers)
         except httpx.HTTPError as err:
             log.warning("SuperLink unreachable at %s: %s", config.superlink, err)
             return PlainTextResponse("SuperLink unreachable\n", status_code=502)
@@ -104,6 +125,21 @@ def create_gateway(config: GatewayConfig, transport: httpx.AsyncBaseTransport | 
 
     methods = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"]
     return Starlette(routes=[Route("/{path:path}", forward, methods=methods)], lifespan=lifespan)
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes | None:
+    """The request body, or None as soon as it is known to exceed ``limit`` bytes (by its declared
+    length, or while it streams in): never more than ``limit`` bytes are held."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def serve_gateway(config: GatewayConfig) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 
@@ -43,9 +43,12 @@ def public_key(spec: str, client: str) -> PublicKey:
             text = Path(text).expanduser().read_text().strip()
         except OSError as exc:
             raise ConfigError(f"federation.identities.{client}: cannot read {spec!r} ({exc.strerror})") from None
+    if "PRIVATE KEY" in text.split("\n", 1)[0]:  # never echo it: its first line says enough
+        raise ConfigError(f"federation.identities.{client}: {spec!r} is a private key; list the owner's public "
+                          "key (.pub) here, and leave the private key on the owner's node")  # fmt: skip
     try:
         key = serialization.load_ssh_public_key(text.encode())
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, UnsupportedAlgorithm):
         raise ConfigError(f"federation.identities.{client}: not an OpenSSH public key") from None
     if not isinstance(key, PublicKey):
         raise ConfigError(f"federation.identities.{client}: use an ECDSA or Ed25519 key, not {type(key).__name__}")
@@ -58,7 +61,7 @@ def sign(private_key_path: str, message: bytes) -> str:
         key = serialization.load_ssh_private_key(Path(private_key_path).expanduser().read_bytes(), password=None)
     except OSError as exc:
         raise ConfigError(f"node identity-key {private_key_path!r}: cannot read it ({exc.strerror})") from None
-    except (ValueError, TypeError):
+    except (ValueError, TypeError, UnsupportedAlgorithm):
         raise ConfigError(f"node identity-key {private_key_path!r}: not an unencrypted OpenSSH private key") from None
     if isinstance(key, ec.EllipticCurvePrivateKey):
         return key.sign(message, ec.ECDSA(hashes.SHA256())).hex()

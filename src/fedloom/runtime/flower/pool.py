@@ -20,7 +20,7 @@ from fedloom.algorithms.base import Record
 from fedloom.errors import ConfigError
 from fedloom.runtime.config import FederationConfig
 from fedloom.runtime.flower.identity import claim, new_nonce, public_key, verify
-from fedloom.runtime.flower.node import DOWNLOAD, IDENTITY, RUN, SERVER
+from fedloom.runtime.flower.node import DOWNLOAD, IDENTITY, RUN, SERVER, TRAIN_SPLITS
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from fedloom.runtime.flower.secure import SECONDS, secure_round
 from fedloom.runtime.rounds import EVAL_SPLITS, ClientResult, Evaluation, SecureRound, empty_evaluation
@@ -75,11 +75,18 @@ class FlowerClients:
             for n in new
         ]  # fmt: skip
         for reply in self.grid.send_and_receive(msgs, timeout=self.connect_timeout):  # a first load can be slow
-            if reply.has_error() or "client" not in reply.content.config_records:
-                continue  # asked again at the next round
-            info = dict(reply.content.config_records["client"])
-            node, cid = reply.metadata.src_node_id, str(info.pop("client_id"))
-            if self.keys and not self._proven(node, cid, nonces.get(node, ""), str(info.pop("signature", ""))):
+            node = reply.metadata.src_node_id
+            if reply.has_error():
+                log.warning("node %s could not say which client it is (%s); asked again next round",
+                            node, reply.error.reason)  # fmt: skip
+                continue
+            try:
+                cid, info, signature = client_info(reply.content)
+            except ValueError as exc:  # before any use of what it claims: one bad node never stops the run
+                log.warning("node %s sent a malformed QUERY reply (%s): left out", node, exc)
+                self.refused.add(node)
+                continue
+            if self.keys and not self._proven(node, cid, nonces.get(node, ""), signature):
                 self.refused.add(node)
                 continue
             self.nodes[cid], self.info[cid] = node, info
@@ -175,6 +182,27 @@ class FlowerClients:
             for mode, split, metric, value in parsed:
                 out.setdefault(mode, {s: {} for s in splits})[split].setdefault(cid, {})[metric] = value
         return out
+
+
+def client_info(content: RecordDict) -> tuple[str, dict[str, Any], str]:
+    """A QUERY reply's (client id, split sizes and task facts, signature), every field checked as a TRAIN
+    reply is; ValueError names the first field that is missing or of the wrong type."""
+    if "client" not in content.config_records:
+        raise ValueError("no client record")
+    info = dict(content.config_records["client"])
+    expected: dict[str, tuple[type, ...]] = {"client_id": (str,), "primary_metric": (str,), "synthetic": (bool,),
+                                             **{f"size/{s}": (int,) for s in TRAIN_SPLITS}}  # fmt: skip
+    for key, kinds in expected.items():
+        value = info.get(key)
+        count = kinds == (int,)
+        if not isinstance(value, kinds) or (count and (isinstance(value, bool) or int(value) < 0)):  # type: ignore[arg-type]
+            raise ValueError(f"{key}={value!r}" if key in info else f"no {key}")
+    if not info["client_id"]:
+        raise ValueError("an empty client_id")
+    signature = info.pop("signature", "")
+    if not isinstance(signature, str):
+        raise ValueError("a signature that is not text")
+    return str(info.pop("client_id")), {k: info[k] for k in expected if k != "client_id"}, signature
 
 
 def _train_result(content: RecordDict) -> ClientResult:

@@ -11,7 +11,7 @@ from fedloom.errors import ConfigError
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(True, True), (False, False), ("false", False), ("'False'".strip("'"), False), ("true", True)],
+    [(True, True), (False, False), ("false", False), ("False", False), ("true", True)],
 )
 def test_true_and_false_quoted_or_not(value, expected):
     assert switch({"overwrite": value}, "overwrite") is expected

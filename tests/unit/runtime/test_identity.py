@@ -68,7 +68,8 @@ class ClaimingGrid:
         for msg in messages:
             node = msg.metadata.dst_node_id
             cid, key = self.claims[node]
-            info = {"client_id": cid, "size/train": 4, "size/val": 2, "size/test": 2}
+            info = {"client_id": cid, "primary_metric": "ic", "synthetic": True, "size/train": 4, "size/val": 2,
+                    "size/test": 2}  # fmt: skip
             if key is not None:
                 nonce = str(msg.content.config_records[IDENTITY]["nonce"])
                 info["signature"] = sign(key, claim(str(msg.content.config_records[RUN]["run_key"]), cid, nonce))

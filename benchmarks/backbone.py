@@ -24,7 +24,7 @@ import torch
 from fedloom.backbone.loading import load_backbone
 from fedloom.backbone.lora import Binding, LoraSpec
 from fedloom.backbone.model import AdaptedLM
-from fedloom.experiments.rundir import environment
+from fedloom.runs.rundir import environment
 
 BATCH, TOKENS = 16, 128
 
@@ -75,10 +75,10 @@ RSS_CHILD = r"""
 import sys, numpy as np, torch
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.data.schema import ClientData
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.workspace import prepare_workspace
 from fedloom.runtime.rounds import FederationConfig
 from fedloom.runtime.simulation import InProcessRuntime
-from fedloom.experiments.config import load_config
+from fedloom.runs.config import load_config
 from fedloom.tasks.learner import Learner
 k = int(sys.argv[1])
 cfg = load_config("configs/default.yaml", None, ["train.steps=2"])

@@ -36,8 +36,8 @@ t0 = time.perf_counter()
 import torch
 import fedloom.apps.clientapp  # noqa: F401 - what the ClientApp process imports
 from fedloom.algorithms.registry import build_algorithm
-from fedloom.experiments.config import load_config
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.config import load_config
+from fedloom.runs.workspace import prepare_workspace
 from fedloom.seeding import generator
 from fedloom.runtime.simulation import client_round
 t1 = time.perf_counter()
@@ -62,7 +62,7 @@ t0 = time.perf_counter()
 import flwr.supernode.runtime.run_clientapp  # noqa: F401 - what flwr-clientapp imports
 from fedloom.apps.clientapp import relay
 from fedloom.runtime.flower.relay import decode
-from fedloom.experiments.methods import method_context
+from fedloom.runs.methods import method_context
 t1 = time.perf_counter()
 content = decode(open(sys.argv[2], "rb").read())
 reply = relay(sys.argv[1], "train", content, {"partition-id": 0, "state-dir": sys.argv[3]})
@@ -78,9 +78,9 @@ def train_message(config: str, path: Path) -> None:
     from flwr.app import ConfigRecord
 
     from fedloom.algorithms.registry import build_algorithm
-    from fedloom.experiments.config import dump_config, load_config
-    from fedloom.experiments.methods import method_context
-    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runs.config import dump_config, load_config
+    from fedloom.runs.methods import method_context
+    from fedloom.runs.workspace import prepare_workspace
     from fedloom.runtime.flower.node import DOWNLOAD, RUN
     from fedloom.runtime.flower.records import to_recorddict
     from fedloom.runtime.flower.relay import encode

@@ -25,8 +25,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.integration.cluster import Cluster
 
-from fedloom.experiments.config import dump_config, load_config
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.config import dump_config, load_config
+from fedloom.runs.workspace import prepare_workspace
 
 
 def deployed_rounds(cfg, nodes: int, workers: bool, root: Path) -> list[dict]:

@@ -1,12 +1,19 @@
-"""Behaviour-identity check for refactors: run a fixed grid through the CLI, then compare two grids.
+"""Behaviour-identity check for refactors: run a fixed grid through the CLI, then compare two grids file by file.
 
-    python benchmarks/identity.py run OUT [--default]    # every method on a tiny synthetic run
-                                                         # (+ FedWeave/FedLEASE on the tiny four-task mix,
-                                                         #  + configs/default.yaml with --default)
-    python benchmarks/identity.py compare BEFORE AFTER   # summary.json of each run, timings removed
+    python benchmarks/identity.py run OUT [--default]    # every federated method on a tiny synthetic run,
+                                                         # FedIT / FedWeave / FedLEASE on the tiny four-task
+                                                         # mix, structured references pooled / local /
+                                                         # federated, the smoke suite (+ configs/default.yaml
+                                                         # with --default)
+    python benchmarks/identity.py compare BEFORE AFTER   # every file of every run folder
 
-Two grids are identical when every summary.json (metrics, final metrics, per-client metrics,
-communication, alignment, portfolio...) matches exactly once wall-clock fields are dropped.
+Two grids are identical when both hold the same files and each file matches: JSON (summary.json, routes.json,
+state.json, …) and JSON lines (metrics.jsonl) once the keys holding wall-clock times or paths are dropped (and
+state.json's global RNG states, never seeded); Markdown once its tables' ``wall s`` column is dropped; every
+other file (CSV, YAML, safetensors, PNG) byte for byte. Not compared: env.json (versions,
+machine, timings), the run marker (the PID holding it), the digests of files that hold timings (state.sha256,
+LATEST), logs. To check the code of another commit, run it from a worktree with
+``PYTHONPATH=WORKTREE/src`` (the subprocesses import fedloom from there).
 """
 
 from __future__ import annotations
@@ -29,56 +36,93 @@ TEXT = [
     "data.text.test_size=3", "data.num_clients=3", "prompt.max_tokens=40",
     "generation.max_new_tokens={gsm8k: 2, arc_challenge: 2, tweeteval: 2, jfleg: 2}",
 ]  # fmt: skip
-VOLATILE = ("seconds", "run_dir")  # keys holding timings or paths
+REFERENCES = "linear,lightgbm,mlp"  # one-pass references on the synthetic market's covariates
+VOLATILE = ("seconds", "run_dir", "wall", "elapsed")  # keys holding timings or paths
+# exact keys that differ between any two runs of the same code: state.json's global numpy / Python RNG states
+# (fedloom never seeds nor draws from them); suite.jsonl's log path and clock time
+UNSEEDED = {"rng", "log", "time"}
+UNORDERED = {"target_modules"}  # PEFT writes this set in hash order (PYTHONHASHSEED): compared sorted
+SKIPPED = {"env.json", ".fedloom-run", "state.sha256", "LATEST", "logs"}
+JSON_SUFFIXES = (".json", ".jsonl")
 
 
 def _fedloom(*args: str) -> None:
-    cmd = [sys.executable, "-m", "fedloom.cli", *args, "--overwrite"]  # a rerun replaces its own runs
+    cmd = [sys.executable, "-m", "fedloom.cli", *args]
     print("+", " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True)
 
 
 def run(out: Path, default: bool) -> None:
-    listing = subprocess.run(
-        [sys.executable, "-m", "fedloom.cli", "methods"], check=True, capture_output=True, text=True
-    )
-    names = [line.split()[0] for line in listing.stdout.splitlines() if line.strip()]
+    from fedloom.algorithms.registry import METHODS
+
     sets = [a for s in TINY for a in ("--set", s)]
-    _fedloom("compare", "--methods", ",".join(names), "--out", str(out / "tiny"), *sets)
+    _fedloom("compare", "--methods", ",".join(sorted(METHODS)), "--out", str(out / "tiny"), *sets, "--overwrite")
     text = [a for s in TEXT for a in ("--set", s)]
-    _fedloom("compare", "--methods", "fedit,fedweave,fedlease", "--out", str(out / "text"), *sets, *text)
+    _fedloom("compare", "--methods", "fedit,fedweave,fedlease", "--out", str(out / "text"), *sets, *text,
+             "--overwrite")  # fmt: skip
+    for mode in ("pooled", "local"):
+        _fedloom("compare", "--methods", REFERENCES, "--out", str(out / f"references-{mode}"), *sets,
+                 "--set", f"references.mode={mode}", "--overwrite")  # fmt: skip
+    _fedloom("run", "--method", "mlp", "--out", str(out / "references-federated"), *sets,
+             "--set", "references.mode=federated", "--overwrite")  # fmt: skip
+    suites = Path(__file__).resolve().parents[1] / "configs" / "suites"
+    _fedloom("suite", str(suites / "smoke.yaml"), "--out", str(out / "suite"), "--workers", "1")
     if default:
         _fedloom("compare", "--methods", "local,fedavg,rpa", "--config", "configs/default.yaml",
-                 "--out", str(out / "default"))  # fmt: skip
+                 "--out", str(out / "default"), "--overwrite")  # fmt: skip
 
 
 def _strip(value: object) -> object:
     if isinstance(value, dict):
-        return {k: _strip(v) for k, v in value.items() if not any(t in k for t in VOLATILE)}
+        kept = {k: v for k, v in value.items() if not any(t in k for t in VOLATILE) and k not in UNSEEDED}
+        return {k: sorted(v) if k in UNORDERED and isinstance(v, list) else _strip(v) for k, v in kept.items()}
     if isinstance(value, list):
         return [_strip(v) for v in value]
     return value
 
 
+def _files(root: Path) -> dict[Path, Path]:
+    return {p.relative_to(root): p for p in root.rglob("*")
+            if p.is_file() and not SKIPPED & set(p.relative_to(root).parts)}  # fmt: skip
+
+
+def _untimed(markdown: str) -> str:
+    """A Markdown report without its tables' wall-time column (``wall s``)."""
+    lines, drop = [], None
+    for line in markdown.splitlines():
+        cells = line.split("|")
+        if line.startswith("|") and "wall s" in (c.strip() for c in cells):
+            drop = [c.strip() for c in cells].index("wall s")
+        elif not line.startswith("|"):
+            drop = None
+        lines.append("|".join(c for i, c in enumerate(cells) if i != drop) if drop is not None else line)
+    return "\n".join(lines)
+
+
+def _same(a: Path, b: Path) -> bool:
+    if a.suffix == ".md":
+        return _untimed(a.read_text()) == _untimed(b.read_text())
+    if a.suffix not in JSON_SUFFIXES:
+        return a.read_bytes() == b.read_bytes()
+    if a.suffix == ".jsonl":
+        x, y = ([_strip(json.loads(line)) for line in p.read_text().splitlines() if line.strip()] for p in (a, b))
+    else:
+        x, y = (_strip(json.loads(p.read_text())) for p in (a, b))
+    return json.dumps(x, sort_keys=True) == json.dumps(y, sort_keys=True)
+
+
 def compare(before: Path, after: Path) -> int:
-    a = {p.relative_to(before): p for p in before.rglob("summary.json")}
-    b = {p.relative_to(after): p for p in after.rglob("summary.json")}
+    a, b = _files(before), _files(after)
     if a.keys() != b.keys():
-        print(f"run sets differ: only before {sorted(a.keys() - b.keys())}, only after {sorted(b.keys() - a.keys())}")
+        print(f"file sets differ: only before {sorted(map(str, a.keys() - b.keys()))[:20]}, "
+              f"only after {sorted(map(str, b.keys() - a.keys()))[:20]}")  # fmt: skip
         return 1
-    bad = 0
-    for rel in sorted(a):
-        x, y = (_strip(json.loads(p.read_text())) for p in (a[rel], b[rel]))
-        same = json.dumps(x, sort_keys=True) == json.dumps(y, sort_keys=True)
-        bad += not same
-        print(f"{'identical' if same else 'DIFFERENT'}  {rel.parent}")
-        if not same:
-            assert isinstance(x, dict) and isinstance(y, dict)
-            for key in sorted(x.keys() | y.keys()):
-                if json.dumps(x.get(key), sort_keys=True) != json.dumps(y.get(key), sort_keys=True):
-                    print(f"    differs in {key!r}")
-    print(f"{len(a) - bad} of {len(a)} summaries identical")
-    return 1 if bad else 0
+    different = [rel for rel in sorted(a) if not _same(a[rel], b[rel])]
+    for rel in different:
+        print(f"DIFFERENT  {rel}")
+    runs = {rel.parent for rel in a if rel.name == "summary.json"}
+    print(f"{len(a) - len(different)} of {len(a)} files identical, in {len(runs)} run folders")
+    return 1 if different else 0
 
 
 if __name__ == "__main__":

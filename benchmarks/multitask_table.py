@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fedloom.experiments.table import Column, build_tables, find_runs
-from fedloom.experiments.table_render import to_markdown
+from fedloom.results.load import find_runs
+from fedloom.results.render import to_markdown
+from fedloom.results.table import Column, build_tables
 
 AUDIT = ("local_purity", "local_nmi", "local_ari", "global_purity", "global_nmi", "global_ari")
 

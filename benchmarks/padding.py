@@ -15,8 +15,8 @@ import numpy as np
 import torch
 
 from fedloom.data.registry import load_dataset
-from fedloom.experiments.config import load_config
-from fedloom.experiments.workspace import _tokens, data_owners, load_adapted
+from fedloom.runs.config import load_config
+from fedloom.runs.workspace import _tokens, data_owners, load_adapted
 from fedloom.tasks.learner import length_bucketed
 
 

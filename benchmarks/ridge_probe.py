@@ -12,9 +12,9 @@ import numpy as np
 import torch
 from sklearn.linear_model import RidgeCV
 
-from fedloom.experiments.config import load_config
-from fedloom.experiments.workspace import prepare_workspace
 from fedloom.metrics.cross_section import daily_ic
+from fedloom.runs.config import load_config
+from fedloom.runs.workspace import prepare_workspace
 
 
 def main() -> None:

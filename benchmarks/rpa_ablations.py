@@ -19,9 +19,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fedloom.experiments.config import load_config, settings
-from fedloom.experiments.table import Column, RunResult, build_tables, default_columns, find_runs
-from fedloom.experiments.table_render import to_markdown
+from fedloom.results.load import RunResult, find_runs
+from fedloom.results.render import to_markdown
+from fedloom.results.table import Column, build_tables, default_columns
+from fedloom.runs.config import load_config, settings
 
 DIAGNOSTICS = (
     Column("route entropy", ("last_round", "diagnostics", "route_entropy")),

@@ -23,9 +23,9 @@ import torch
 from fedloom.algorithms.base import LocalContext
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.algorithms.rpa.projection import BLOCK, project
-from fedloom.experiments.config import load_config
-from fedloom.experiments.methods import method_context
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.config import load_config
+from fedloom.runs.methods import method_context
+from fedloom.runs.workspace import prepare_workspace
 
 D_SMOLLM2 = 460_800  # LoRA r=8 on q_proj and v_proj of all 30 layers
 

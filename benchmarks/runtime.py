@@ -23,11 +23,11 @@ CHILD = r"""
 import json, sys, numpy as np
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.data.schema import ClientData
-from fedloom.experiments.config import load_config
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.config import load_config
+from fedloom.runs.workspace import prepare_workspace
 from fedloom.runtime.simulation import InProcessRuntime
 from fedloom.tasks.learner import Learner
-from fedloom.experiments.methods import method_context
+from fedloom.runs.methods import method_context
 method, k, rounds, steps = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 cfg = load_config("configs/default.yaml", {"method": method}, [f"train.steps={steps}", "federation.eval_every=100"])
 ws = prepare_workspace(cfg)

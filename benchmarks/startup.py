@@ -41,11 +41,11 @@ def main() -> None:
     import torch  # noqa: F401
 
     mark("import torch")
-    from fedloom.experiments.config import load_config
+    from fedloom.runs.config import load_config
 
     mark("import the config layer")
-    from fedloom.experiments.run import run_method
-    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runs.llm import run_method
+    from fedloom.runs.workspace import prepare_workspace
 
     mark("import the run layer")
     cfg = load_config(args.config, {}, [])

@@ -20,8 +20,8 @@ from fedloom.backbone.features import cached_ragged
 from fedloom.backbone.loading import smollm2_tokenizer
 from fedloom.data.prompts import tokenize_prompts
 from fedloom.data.registry import load_dataset
-from fedloom.experiments.config import load_config
-from fedloom.experiments.workspace import token_key
+from fedloom.runs.config import load_config
+from fedloom.runs.workspace import token_key
 
 
 def main() -> None:

@@ -13,7 +13,7 @@ from hypothesis import settings
 from fedloom.backbone.loading import Backbone, load_backbone
 from fedloom.backbone.lora import LoraSpec
 from fedloom.backbone.model import AdaptedLM
-from fedloom.experiments.config import RunConfig, load_config
+from fedloom.runs.config import RunConfig, load_config
 from tests.flower_group import pytest_collection_modifyitems  # noqa: F401  (the Flower tests' xdist group)
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

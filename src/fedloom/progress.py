@@ -23,22 +23,30 @@ class SilentProgress:
 
 class LineProgress:
     """One plain line per step of a short task (rounds) and per tenth of a long one (feature passes),
-    with the seconds since the task started: progress a log file or a pipe can show."""
+    with the seconds since the task started: progress a log file or a pipe can show. A short task started
+    inside another (a round's local training, client by client) adds no line of its own: one line per round."""
 
     def __init__(self, write: Callable[[str], None], clock: Callable[[], float] | None = None) -> None:
         import time
 
         self.write = write
         self.clock = clock or time.monotonic
+        self.open = 0  # tasks started and not yet done
 
     def task(self, description: str, total: int) -> Advance:
         start, done, shown = self.clock(), [0], [0]
-        step = max(1, total // 10) if total > 20 else 1
+        long = total > 20
+        step = max(1, total // 10) if long else 1
+        quiet = self.open > 0 and not long
+        self.open += total > 0  # an empty task never advances: it is never open
 
         def advance(n: int) -> None:
+            finished = done[0] < total <= done[0] + n
             done[0] += n
-            if done[0] - shown[0] >= step or (done[0] >= total > shown[0]):
+            if not quiet and (done[0] - shown[0] >= step or (done[0] >= total > shown[0])):
                 shown[0] = done[0]
                 self.write(f"{description}: {done[0]}/{total} ({self.clock() - start:.1f} s)")
+            if finished:
+                self.open -= 1
 
         return advance

@@ -12,9 +12,9 @@ import torch
 from flwr.app import ConfigRecord, RecordDict
 
 from fedloom.algorithms.registry import build_algorithm
-from fedloom.experiments.config import RunConfig, dump_config
-from fedloom.experiments.methods import method_context
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.config import RunConfig, dump_config
+from fedloom.runs.methods import method_context
+from fedloom.runs.workspace import prepare_workspace
 from fedloom.runtime.flower.node import DOWNLOAD, RUN
 from fedloom.runtime.flower.records import to_recorddict
 
@@ -25,8 +25,8 @@ def assert_same_run(
     """Run ``cfg`` in process and via ``on_flower(workspace, out)``; assert the same sampled clients,
     upload bytes, final adapters (within ``atol``) and metrics (within ``rel``). Returns the Flower
     run's summary."""
-    from fedloom.experiments.run import run_method
-    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runs.llm import run_method
+    from fedloom.runs.workspace import prepare_workspace
     from fedloom.runtime.checkpoint import CheckpointStore
 
     ws = prepare_workspace(cfg)

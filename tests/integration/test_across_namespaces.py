@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from fedloom.experiments.config import dump_config
+from fedloom.runs.config import dump_config
 from fedloom.runtime.flower.approval import app_hash
 from tests.conftest import small_config
 from tests.integration.cluster import APP, BIN, Cluster, free_port, public_address

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from fedloom.experiments.run import run_method
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.llm import run_method
+from fedloom.runs.workspace import prepare_workspace
 from tests.conftest import small_config
 
 pytestmark = pytest.mark.integration

@@ -16,7 +16,7 @@ import httpx
 import psutil
 import pytest
 
-from fedloom.experiments.config import dump_config
+from fedloom.runs.config import dump_config
 from tests.conftest import small_config
 from tests.integration.cluster import BIN, Cluster, free_port
 from tests.integration.flower_check import assert_same_run

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from fedloom.algorithms.base import Record
-from fedloom.experiments.config import dump_config
+from fedloom.runs.config import dump_config
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from tests.conftest import small_config
 from tests.integration.flower_check import assert_same_run
@@ -111,7 +111,7 @@ def test_a_wrong_shaped_upload_from_a_node_is_rejected_and_logged(tmp_path):
 
     from fedloom.apps.clientapp import make_client_app
     from fedloom.apps.serverapp import make_server_app
-    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runs.workspace import prepare_workspace
     from fedloom.runtime.flower.node import DOWNLOAD
 
     def corrupt(msg, context, call_next) -> Message:

@@ -12,7 +12,7 @@ from flwr.app import ConfigRecord, MessageType, RecordDict
 
 from fedloom.apps.node import answer
 from fedloom.errors import NodeRefusedError
-from fedloom.experiments.config import dump_config
+from fedloom.runs.config import dump_config
 from fedloom.runtime.flower.node import RUN, NodeFailedError
 from fedloom.runtime.flower.relay import WorkerError, relay
 from fedloom.runtime.flower.worker import NodeWorker

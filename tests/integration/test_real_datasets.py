@@ -10,8 +10,8 @@ import math
 
 import pytest
 
-from fedloom.experiments.run import run_method
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.llm import run_method
+from fedloom.runs.workspace import prepare_workspace
 from tests.conftest import SHARED_DATA, small_config
 
 pytestmark = [

@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedloom.experiments.config import load_config
-from fedloom.experiments.reference_run import reference_table
-from fedloom.experiments.workspace import data_owners
 from fedloom.metrics.cross_section import daily_rank_ic
 from fedloom.references.base import Objective
 from fedloom.references.registry import REFERENCES, SEQUENCE_REFERENCES
 from fedloom.references.training import fit_and_score
+from fedloom.runs.config import load_config
+from fedloom.runs.reference import reference_table
+from fedloom.runs.workspace import data_owners
 from tests.conftest import SHARED_DATA
 
 pytestmark = [
@@ -120,7 +120,7 @@ def test_a_federated_mlp_runs_round_by_round_resumes_and_reports_its_bytes(tmp_p
     """references.mode=federated: FedAvg on the MLP's tensors, round by round like an LLM method — a
     checkpoint per round, --resume to more rounds, and the network's size on the wire every client-round;
     Local-only sends nothing."""
-    from fedloom.experiments.reference_run import federated_workspace
+    from fedloom.runs.reference import federated_workspace
 
     out = tmp_path / "fed-mlp"
     common = ["--method", "mlp", "--dataset", "synthetic", *sets("references.mode=federated", "train.steps=3")]

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from fedloom.experiments.report_page import write_report
-from tests.unit.experiments.test_report_page import add_financial_extras, tiny_comparison
+from fedloom.results.page import write_report
+from tests.unit.results.test_report_page import add_financial_extras, tiny_comparison
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -16,9 +16,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedloom.experiments.config import load_config
-from fedloom.experiments.methods import build_method
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.config import load_config
+from fedloom.runs.methods import build_method
+from fedloom.runs.workspace import prepare_workspace
 from fedloom.runtime.simulation import InProcessRuntime
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]

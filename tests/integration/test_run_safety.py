@@ -16,8 +16,8 @@ import torch
 
 from fedloom.algorithms.base import Record
 from fedloom.cli import main
-from fedloom.experiments.config import config_digest, dump_config
-from fedloom.experiments.rundir import MARKER, RunDirectory, claim_run_dir
+from fedloom.runs.config import config_digest, dump_config
+from fedloom.runs.rundir import MARKER, RunDirectory, claim_run_dir
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
 from tests.conftest import small_config
 
@@ -130,7 +130,7 @@ def test_unwritable_out_is_one_line(tmp_path, monkeypatch, capsys):
 def test_a_crash_prints_no_local_variables(tmp_path):
     script = textwrap.dedent("""
         import sys
-        import fedloom.experiments.config as config
+        import fedloom.runs.config as config
         from fedloom.cli import main
 
         def broken(cfg):

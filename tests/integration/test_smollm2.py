@@ -8,9 +8,10 @@ import time
 import pytest
 import torch
 
-from fedloom.backbone.loading import cache_root, load_backbone, smollm2_gguf_path
+from fedloom.backbone.loading import load_backbone, smollm2_gguf_path
 from fedloom.backbone.lora import Binding, LoraSpec
 from fedloom.backbone.model import AdaptedLM
+from fedloom.paths import cache_root
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 

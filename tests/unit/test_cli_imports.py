@@ -40,7 +40,7 @@ def test_listing_commands_import_no_tensor_stack(argv: list[str]):
 
 def test_the_schema_and_method_names_import_no_tensor_stack():
     code = (
-        "from fedloom.experiments.config import RunConfig, load_config\n"
+        "from fedloom.runs.config import RunConfig, load_config\n"
         "from fedloom.algorithms.registry import METHODS\n"
         "RunConfig.model_json_schema(); load_config(None, {'method': 'rpa'}); sorted(METHODS)"
     )
@@ -55,6 +55,6 @@ def test_the_probe_sees_a_heavy_import():
 def test_a_run_imports_only_what_every_run_needs():
     """`fedloom run` imports these two modules; a Spearman ρ, a plot, a clustering or a tracker is
     imported where a run uses it (issue 21: start-up)."""
-    code = "import fedloom.experiments.run, fedloom.experiments.reference_run"
+    code = "import fedloom.runs.llm, fedloom.runs.reference"
     assert heavy_modules_after(code, ON_USE) == []
-    assert heavy_modules_after("import fedloom.experiments.plots", ON_USE) == ["matplotlib"]  # the probe can fail
+    assert heavy_modules_after("import fedloom.runs.plots", ON_USE) == ["matplotlib"]  # the probe can fail

@@ -20,3 +20,22 @@ def test_a_short_task_logs_every_step_and_a_long_one_every_tenth():
     assert [line.split(": ")[1].split(" ")[0] for line in lines] == [f"{10 * k}/105" for k in range(1, 11)] + [
         "105/105"
     ]
+
+
+def test_a_short_task_inside_another_adds_no_line_so_a_run_logs_one_line_per_round():
+    lines: list[str] = []
+    progress = LineProgress(lines.append, clock=lambda: 0.0)
+    rounds = progress.task("fedavg: rounds", 2)
+    for rnd in (1, 2):
+        clients = progress.task(f"round {rnd}: local training", 8)
+        for _ in range(8):
+            clients(1)
+        rounds(1)
+    assert lines == ["fedavg: rounds: 1/2 (0.0 s)", "fedavg: rounds: 2/2 (0.0 s)"]
+    checks = progress.task("training: checks (30 at most)", 30)  # nothing open: shown, every tenth
+    outer = progress.task("fitting mlp", 1)
+    inner = progress.task("training: checks (30 at most)", 30)  # long, inside another: still every tenth
+    for _ in range(30):
+        inner(1)
+    outer(1)
+    assert sum("checks" in line for line in lines) == 10 and checks is not None

@@ -2,8 +2,8 @@
 
 Adding a method: one module, its ``MethodConfig`` in `fedloom.algorithms.config` if it has
 hyperparameters (one field in ``MethodOptions``), one builder and one line in ``METHODS`` (builder +
-one-line summary), one row in the contract tests. Builders import their algorithm module when called,
-so listing methods and validating a config never load torch.
+one-line summary); the contract tests are parametrized over ``METHODS`` and take it up. Builders import
+their algorithm module when called, so listing methods and validating a config never load torch.
 """
 
 from __future__ import annotations

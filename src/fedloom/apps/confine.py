@@ -21,7 +21,7 @@ from pydantic import BaseModel
 from fedloom.backbone.names import known_backbones
 from fedloom.data.files import DataPath, resolve_data_dir
 from fedloom.errors import NodeRefusedError
-from fedloom.experiments.config import RunConfig
+from fedloom.runs.config import RunConfig
 
 Key = tuple[str, ...]
 

@@ -7,9 +7,9 @@ from pydantic import ValidationError
 
 from fedloom.apps.confine import confine, node_data_dir
 from fedloom.errors import ConfigError, NodeRefusedError
-from fedloom.experiments.config import RunConfig, config_digest, read_yaml
-from fedloom.experiments.methods import build_method
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.config import RunConfig, config_digest, read_yaml
+from fedloom.runs.methods import build_method
+from fedloom.runs.workspace import prepare_workspace
 from fedloom.runtime.flower.node import Federation, Node, NodeConfig
 
 KEEP = 2  # runs a process keeps built (backbone + partitions), newest first

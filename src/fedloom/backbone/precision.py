@@ -10,13 +10,13 @@ the same choice. Adapters, heads and optimizer state stay fp32 either way.
 from __future__ import annotations
 
 import json
-import os
 import platform
-import tempfile
 import time
 from pathlib import Path
 
 import torch
+
+from fedloom.paths import atomic_write
 
 # bf16 must be clearly faster to be worth its rounding: below this time ratio bf16 wins
 BF16_WINS_BELOW = 0.8
@@ -87,9 +87,5 @@ def auto_dtype(device: str, cache_file: Path) -> str:
         return str(cached["choice"])
     result = measure()
     verdicts[key] = result
-    cache_file.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cache_file.parent, prefix=".precision-")  # concurrent writers never mix
-    with os.fdopen(fd, "w") as f:
-        json.dump(verdicts, f, indent=1)
-    os.replace(tmp, cache_file)
+    atomic_write(cache_file, json.dumps(verdicts, indent=1))  # concurrent writers never mix
     return str(result["choice"])

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ import pandas as pd
 
 from fedloom.data.manifest import verify_folder
 from fedloom.errors import DataError
+from fedloom.paths import cache_root, staged
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 DATA_DIR_ENV = "FEDLOOM_DATA_DIR"
@@ -86,16 +86,11 @@ def cached_frame(
     The key hashes the source files' size and mtime with ``config``; a change to either rebuilds.
     The file is written atomically, so an interrupted build never leaves a half-written cache.
     """
-    from fedloom.backbone.loading import cache_root  # deferred: pulls in transformers
-
     key = json.dumps({"sources": file_stamp(sources), "config": config}, sort_keys=True, default=str)
     path = cache_root() / "data" / f"{kind}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.parquet"
     if path.is_file():
         return pd.read_parquet(path)
     frame = build()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.stem}-", suffix=".parquet", delete=False) as f:
-        staging = Path(f.name)
-    frame.to_parquet(staging)
-    staging.replace(path)
+    with staged(path) as staging:
+        frame.to_parquet(staging)
     return frame

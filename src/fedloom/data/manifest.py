@@ -4,13 +4,13 @@ file's sha256 once per (size, mtime, ctime, inode), remembered in ``$FEDLOOM_CAC
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 
 from fedloom.errors import DataError
+from fedloom.paths import atomic_write, cache_root
 
 MANIFEST = "MANIFEST.tsv"
 FIX = "restore the file, or update its MANIFEST.tsv line if the change is intended"
@@ -57,8 +57,6 @@ def read_manifest(path: Path) -> dict[str, tuple[int, str]]:
 
 
 def _verified_file() -> Path:
-    from fedloom.backbone.loading import cache_root  # deferred: pulls in transformers
-
     return cache_root() / "data" / "verified.json"
 
 
@@ -72,10 +70,5 @@ def _load_verified() -> dict[str, list[object]]:
 
 def _save_verified(verified: dict[str, list[object]]) -> None:
     path = _verified_file()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=".verified-", delete=False) as f:
-            json.dump(verified, f)
-        os.replace(f.name, path)
-    except OSError:
-        pass  # a read-only cache only means hashing again next time
+    with contextlib.suppress(OSError):  # a read-only cache only means hashing again next time
+        atomic_write(path, json.dumps(verified))

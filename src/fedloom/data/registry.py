@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import pandas as pd
+
 from fedloom.data import acl18, fnspid, qlib_cn
 from fedloom.data.acl18 import load_acl18
 from fedloom.data.config import DataConfig
@@ -26,13 +28,24 @@ from fedloom.errors import ConfigError
 
 
 @dataclass(frozen=True)
+class Market:
+    """What a portfolio backtest of an index dataset reads: every instrument's daily bars (Qlib's fields)
+    and the benchmark index's daily close."""
+
+    bars: Callable[[], pd.DataFrame]
+    benchmark: Callable[[], pd.Series]
+
+
+@dataclass(frozen=True)
 class Dataset:
-    """A dataset name's loader and what ``fedloom data list`` says about it."""
+    """A dataset name's loader and what ``fedloom data list`` says about it; an index dataset also
+    carries its market, so a run can trade its predictions against the index (`dataset_market`)."""
 
     load: Callable[[DataConfig], Table]
     kind: str
     summary: str
     folders: Callable[[DataConfig], dict[str, tuple[str, ...]]]
+    market: Callable[[DataConfig], Market] | None = None
 
 
 def _split_and_capped(load: Callable[[DataConfig], SampleTable]) -> Callable[[DataConfig], SampleTable]:
@@ -51,6 +64,15 @@ def _split_and_capped(load: Callable[[DataConfig], SampleTable]) -> Callable[[Da
 def _glt_files(c: DataConfig) -> dict[str, tuple[str, ...]]:
     g = c.bigdata22
     return {g.folder: (g.prices_file, g.tweets_file) + ((g.sectors_file,) if g.sectors_file else ())}
+
+
+def _index(code: str) -> Callable[[DataConfig], Market]:
+    """The market of a Qlib CN index dataset benchmarked against index ``code``."""
+
+    def market(c: DataConfig) -> Market:
+        return Market(lambda: qlib_cn.market_frame(c.data_dir), lambda: qlib_cn.benchmark_close(c.data_dir, code))
+
+    return market
 
 
 def _text(*folders: tuple[str, tuple[str, ...]]) -> Callable[[DataConfig], dict[str, tuple[str, ...]]]:
@@ -99,12 +121,14 @@ DATASETS: dict[str, Dataset] = {
         "ranking",
         "CSI300 Alpha158/360 cross-sectional ranking",
         lambda c: {c.qlib_cn.folder: qlib_cn.FILES},
+        _index("SH000300"),
     ),
     "csi800": Dataset(
         _split_and_capped(lambda c: load_qlib_cn(c.data_dir, c.qlib_cn, "csi800")),
         "ranking",
         "CSI800 (bundled bars only) ranking",
         lambda c: {c.qlib_cn.folder: qlib_cn.FILES},
+        _index("SH000906"),
     ),
     "gsm8k": Dataset(
         lambda c: load_gsm8k(c.data_dir, c.text), "text", "grade-school math, final-answer match", _text(_GSM8K)
@@ -141,3 +165,9 @@ def load_dataset(name: str, cfg: DataConfig) -> Table:
     if name not in DATASETS:
         raise ConfigError(f"unknown dataset {name!r}; available: {', '.join(sorted(DATASETS))}")
     return DATASETS[name].load(cfg)
+
+
+def dataset_market(name: str, cfg: DataConfig) -> Market | None:
+    """The market of an index dataset (its bars and benchmark), None for every other dataset."""
+    spec = DATASETS[name].market
+    return None if spec is None else spec(cfg)

@@ -39,6 +39,7 @@ from safetensors.torch import load_file, save_file
 
 from fedloom.algorithms.base import Record, Scalar
 from fedloom.errors import FedloomError
+from fedloom.paths import atomic_write
 
 LATEST = "LATEST"
 STATE_DIGEST = "state.sha256"
@@ -126,9 +127,7 @@ class CheckpointStore:
             staging.rename(self.folder / name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        pointer = self.folder / f".{LATEST}.tmp"
-        pointer.write_text(f"{name} {digest}")
-        pointer.replace(self.folder / LATEST)
+        atomic_write(self.folder / LATEST, f"{name} {digest}")
         self._prune(ckpt.round)
 
     def _prune(self, newest: int | None = None) -> None:

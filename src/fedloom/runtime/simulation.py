@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import torch
 
-from fedloom.algorithms.base import Algorithm, ClientUpdate, LocalContext, Record
+from fedloom.algorithms.base import Algorithm, ClientModel, ClientUpdate, LocalContext, Record
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.communication import transmit
 from fedloom.runtime.config import FederationConfig, SecureAggregationConfig
@@ -128,8 +128,13 @@ def evaluate_client(
     splits: Sequence[str] = EVAL_SPLITS,
 ) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
     """mode → split → metrics of one client: its personalized model and, where one exists, the global."""
+    models = client_models(algorithm, server, download, state)
+    return {mode: {s: learner.evaluate(m.params, s, m.mixture) for s in splits} for mode, m in models.items()}
+
+
+def client_models(algorithm: Algorithm, server: Record, download: Record, state: Record) -> dict[str, ClientModel]:
+    """The models a client is evaluated with, by mode: ``personal`` (its own) and, where the method has
+    one, ``global`` (the shared model on the client's head)."""
     models = {"personal": algorithm.client_model(download, state)}
     shared = algorithm.global_model(server, state)
-    if shared is not None:
-        models["global"] = shared
-    return {mode: {s: learner.evaluate(m.params, s, m.mixture) for s in splits} for mode, m in models.items()}
+    return models | ({"global": shared} if shared is not None else {})

@@ -26,7 +26,7 @@ from fedloom.algorithms.robust import (
     trimmed_mean,
 )
 from fedloom.errors import ConfigError
-from fedloom.experiments.methods import method_context
+from fedloom.runs.methods import method_context
 from tests.conftest import small_config
 
 
@@ -129,7 +129,7 @@ class Attacker(FedAvg):
 
 @pytest.fixture(scope="module")
 def workspace():
-    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runs.workspace import prepare_workspace
 
     return prepare_workspace(small_config())
 

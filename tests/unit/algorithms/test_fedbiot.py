@@ -16,8 +16,8 @@ from fedloom.backbone.features import Ragged
 from fedloom.backbone.lora import LoraSpec
 from fedloom.backbone.model import AdaptedLM
 from fedloom.errors import ConfigError
-from fedloom.experiments.methods import method_context
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.methods import method_context
+from fedloom.runs.workspace import prepare_workspace
 from fedloom.runtime.communication import bytes_by_group
 from tests.conftest import small_config
 

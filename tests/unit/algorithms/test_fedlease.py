@@ -69,7 +69,7 @@ def test_cluster_level_aggregation_by_hand():
 
 
 def test_warmup_then_clustered_rounds_on_the_tiny_model():
-    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runs.workspace import prepare_workspace
     from fedloom.runtime.config import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import small_config

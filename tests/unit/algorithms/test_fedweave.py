@@ -19,7 +19,7 @@ from fedloom.algorithms.fedweave.schedule import allocate_steps, interleave
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.backbone.layout import TensorLayout
 from fedloom.backbone.lora import Binding, lora_a_key, lora_b_key
-from fedloom.experiments.methods import method_context
+from fedloom.runs.methods import method_context
 
 
 def test_alignment_recovers_planted_groups():
@@ -109,7 +109,7 @@ def test_top1_equals_running_only_the_chosen_expert(tiny_lm):
 
 
 def _multitask_run(permute_tasks: bool, **extra):
-    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runs.workspace import prepare_workspace
     from fedloom.runtime.config import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import SHARED_DATA, small_config
@@ -149,7 +149,7 @@ def test_two_rounds_on_the_tiny_model(granularity):
 
 
 def test_discovery_runs_on_every_client_whatever_the_sampling_fraction():
-    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runs.workspace import prepare_workspace
     from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import small_config
 

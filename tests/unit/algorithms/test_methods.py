@@ -9,8 +9,8 @@ import torch
 from fedloom.algorithms.base import NUM_EXAMPLES, LocalContext, Record
 from fedloom.algorithms.registry import METHODS, build_algorithm
 from fedloom.errors import ConfigError
-from fedloom.experiments.methods import method_context
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.methods import method_context
+from fedloom.runs.workspace import prepare_workspace
 from tests.conftest import small_config
 
 

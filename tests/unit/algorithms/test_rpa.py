@@ -583,7 +583,7 @@ ABLATIONS = {
 
 @pytest.fixture(scope="module")
 def tiny_workspace():
-    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runs.workspace import prepare_workspace
     from tests.conftest import small_config
 
     return prepare_workspace(small_config())

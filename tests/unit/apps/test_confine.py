@@ -7,7 +7,7 @@ import pytest
 
 from fedloom.apps.confine import confine, data_paths
 from fedloom.errors import NodeRefusedError
-from fedloom.experiments.config import RunConfig
+from fedloom.runs.config import RunConfig
 
 
 def test_every_field_that_names_a_file_or_folder_is_marked():

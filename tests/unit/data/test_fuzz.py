@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from fedloom.data.reading import read_csv, read_jsonl
 from fedloom.errors import ConfigError, DataError
-from fedloom.experiments.config import load_config
+from fedloom.runs.config import load_config
 from tests.conftest import SHARED_DATA
 
 shared = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason=f"shared data bundle not found at {SHARED_DATA}")

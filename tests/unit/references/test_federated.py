@@ -93,8 +93,8 @@ def test_fedavg_trains_the_whole_network_and_keeps_the_head_private() -> None:
 
 
 def test_a_cross_sectional_or_tree_reference_is_not_a_network_to_federate() -> None:
-    from fedloom.experiments.config import load_config
-    from fedloom.experiments.reference_run import federated_workspace
+    from fedloom.runs.config import load_config
+    from fedloom.runs.reference import federated_workspace
 
     for method in ("lightgbm", "linear"):
         cfg = load_config(None, {"method": method, "dataset": "synthetic"}, ["references.mode=federated"])

@@ -13,8 +13,8 @@ from safetensors.torch import save_file
 from fedloom.algorithms.base import Record
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.errors import FedloomError
-from fedloom.experiments.methods import build_method
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.methods import build_method
+from fedloom.runs.workspace import prepare_workspace
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore, file_sha256
 from fedloom.runtime.config import FederationConfig
 from fedloom.runtime.simulation import InProcessRuntime

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from fedloom.algorithms.base import NUM_EXAMPLES, Record
 from fedloom.algorithms.registry import build_algorithm
 from fedloom.errors import ConfigError
-from fedloom.experiments.methods import method_context
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.methods import method_context
+from fedloom.runs.workspace import prepare_workspace
 from fedloom.runtime.config import FederationConfig, SecureAggregationConfig
 from fedloom.runtime.secure import masked_bytes, weighted_mean
 from fedloom.runtime.simulation import InProcessRuntime

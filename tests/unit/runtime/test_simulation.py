@@ -7,7 +7,7 @@ import torch
 
 from fedloom.algorithms.fedavg import FedAvg
 from fedloom.errors import ConfigError
-from fedloom.experiments.workspace import prepare_workspace
+from fedloom.runs.workspace import prepare_workspace
 from fedloom.runtime.communication import record_bytes
 from fedloom.runtime.config import FederationConfig
 from fedloom.runtime.simulation import InProcessRuntime

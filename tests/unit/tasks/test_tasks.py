@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from sklearn.metrics import accuracy_score, matthews_corrcoef
 
 from fedloom.errors import ConfigError
-from fedloom.experiments.methods import method_context
+from fedloom.runs.methods import method_context
 from fedloom.tasks.classification import ClassificationTask
 from fedloom.tasks.ranking import RankingTask
 from fedloom.tasks.registry import make_task
@@ -73,7 +73,7 @@ def test_side_channel_standardizes_on_train_rows_and_feeds_the_head():
 
 def test_text_plus_numeric_runs_with_covariates_only_in_the_head():
     from fedloom.algorithms.registry import build_algorithm
-    from fedloom.experiments.workspace import prepare_workspace
+    from fedloom.runs.workspace import prepare_workspace
     from fedloom.runtime.config import FederationConfig
     from fedloom.runtime.simulation import InProcessRuntime
     from tests.conftest import small_config

@@ -45,6 +45,7 @@ from fedloom.algorithms.config import FedWeaveConfig, LocalTrainingConfig
 from fedloom.algorithms.fedweave.alignment import align, signature_distances, weighted_mean
 from fedloom.algorithms.fedweave.audit import alignment_quality, task_expert_routing
 from fedloom.algorithms.fedweave.discovery import discover_buckets
+from fedloom.algorithms.fedweave.reporting import ALIGNMENT, TASK_EXPERT
 from fedloom.algorithms.fedweave.router import ROUTER, init_router, route
 from fedloom.algorithms.fedweave.schedule import allocate_steps, interleave
 from fedloom.backbone.layout import TensorLayout
@@ -269,8 +270,8 @@ class FedWeave(Algorithm):
         routing = task_expert_routing(server.tensors, audit.learners, audit.tasks)
         heatmap = Heatmap(routing["matrix"], routing["tasks"], "E", "expert", "mean routing weight",
                           "task × expert routing", cmap="magma")  # fmt: skip
-        return RunReport(files={"alignment": {**buckets, "quality": quality, "routing": routing}},
-                         heatmaps={"task_expert": heatmap}, summary={"alignment": quality})  # fmt: skip
+        return RunReport(files={ALIGNMENT: {**buckets, "quality": quality, "routing": routing}},
+                         heatmaps={TASK_EXPERT: heatmap}, summary={ALIGNMENT: quality})  # fmt: skip
 
     # helpers
     def mixture(self, experts: int, top_k: int | None) -> Mixture:

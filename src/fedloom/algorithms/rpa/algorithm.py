@@ -85,6 +85,7 @@ from fedloom.algorithms.base import (
 )
 from fedloom.algorithms.config import LocalTrainingConfig, RPAConfig
 from fedloom.algorithms.lora_math import fresh_lora, module_shapes
+from fedloom.algorithms.rpa import reporting
 from fedloom.algorithms.rpa.decomposition import (
     aggregate_pieces,
     least_norm_pieces,
@@ -311,15 +312,15 @@ class RPA(Algorithm):
         if self.warm and after.scalars[WARMED] and not before.scalars[WARMED]:  # the warm start's clusters
             weights = [float(u.scalars[NUM_EXAMPLES]) for u in uploads.values()]
             labels = self._warm_clusters(before, uploads, weights)
-            warm = {"warm_start_clusters": dict(zip(uploads, labels.tolist(), strict=True))}
+            warm = {reporting.WARM_START_CLUSTERS: dict(zip(uploads, labels.tolist(), strict=True))}
         return {
             **warm,
-            "route_entropy": float(np.mean([route_entropy(r) for r in routes])),
-            "collapse_rate": float(np.mean([collapsed(r) for r in routes])),
-            "prototype_load": load.tolist(),
-            "load_imbalance": float(load.max() - load.min()),
-            "prototype_update_norm": update.tolist(),
-            "routes": {cid: u.tensors[ROUTE].tolist() for cid, u in uploads.items()},  # route heatmaps per round
+            reporting.ROUTE_ENTROPY: float(np.mean([route_entropy(r) for r in routes])),
+            reporting.COLLAPSE_RATE: float(np.mean([collapsed(r) for r in routes])),
+            reporting.PROTOTYPE_LOAD: load.tolist(),
+            reporting.LOAD_IMBALANCE: float(load.max() - load.min()),
+            reporting.PROTOTYPE_UPDATE_NORM: update.tolist(),
+            reporting.ROUTES: {cid: u.tensors[ROUTE].tolist() for cid, u in uploads.items()},  # heatmaps per round
         }
 
     def final_report(self, server: Record, clients: Mapping[str, Record], audit: Audit) -> RunReport:
@@ -333,7 +334,7 @@ class RPA(Algorithm):
         heatmap = Heatmap([routes[c] for c in order], labels, "P", "prototype", "route weight π",
                           "final routes, rows by dominant prototype")  # fmt: skip
         norms = server.tensors[PROTOTYPES].norm(dim=1).tolist()
-        files = {"routes": routes, "group": dict(groups), "prototype_norms": norms}
+        files = {reporting.ROUTES: routes, "group": dict(groups), "prototype_norms": norms}
         summary = {}
         if audit.client_labels:  # hidden client structure (planted groups): do the routes find it?
             dominant = np.array([dominant_prototype(routes[c]) for c in routes])
@@ -341,7 +342,7 @@ class RPA(Algorithm):
                       for name, truth in audit.client_labels.items()}  # fmt: skip
             files |= {"labels": {k: dict(v) for k, v in audit.client_labels.items()}, "purity": purity}
             summary["route_purity"] = purity
-        return RunReport(files={"routes": files}, heatmaps={"routes": heatmap}, summary=summary)
+        return RunReport(files={reporting.ROUTES: files}, heatmaps={reporting.ROUTES: heatmap}, summary=summary)
 
     # client half
     def init_client(self, shared_init: Mapping[str, Tensor], learner: Learner, generator: torch.Generator) -> Record:
@@ -394,8 +395,8 @@ class RPA(Algorithm):
             state=Record({ROUTE: new_route, LAST_RESIDUAL: residual, **new_head}),
             metrics={
                 "train_loss": fit.loss,
-                "route_entropy": route_entropy(new_route),
-                "route_change": float((new_route - route).abs().sum()),
+                reporting.ROUTE_ENTROPY: route_entropy(new_route),
+                reporting.ROUTE_CHANGE: float((new_route - route).abs().sum()),
                 "route_budget": log_odds_budget(scores, self.cfg.route_step),
                 "residual_strength": float(residual.norm() / (base.norm() + 1e-12)),
                 **seconds,

@@ -31,8 +31,8 @@ from flwr.app import ConfigRecord, MessageType, MetricRecord, RecordDict
 from safetensors.torch import load_file, save_file
 
 from fedloom.algorithms.base import Algorithm, ClientUpdate, Record
-from fedloom.backbone.loading import cache_root
 from fedloom.errors import NodeRefusedError
+from fedloom.paths import cache_root
 from fedloom.runtime.flower.identity import claim, sign
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from fedloom.runtime.flower.relay import decode

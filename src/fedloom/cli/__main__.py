@@ -1,0 +1,3 @@
+from fedloom.cli import main
+
+main()

@@ -1,1 +1,0 @@
-"""Typed configs, workspaces, run directories and reports."""

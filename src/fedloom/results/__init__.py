@@ -1,0 +1,1 @@
+"""Reading runs: run folders loaded, compared and rendered (tables, reports, figures)."""

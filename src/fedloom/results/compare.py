@@ -1,0 +1,111 @@
+"""The one comparison engine: how a row of runs differs from a reference row. The paired block bootstrap
+over trading weeks of the seed-mean daily series (seed 000, Table 5) with a paired t-test over seeds, and
+each client's gain over the reference against its heterogeneity (seed 000, Fig. 5). Tables, the HTML
+report and `fedloom compare`'s report.md all render these numbers; none computes its own."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from fedloom.metrics.significance import paired_block_bootstrap, paired_seed_test
+from fedloom.results.load import RunResult
+
+DEFAULT_REFERENCE = "fedavg"  # the method a comparison is against when no reference row is named
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired block bootstrap of a row's seed-mean daily series against the reference row's, and a paired
+    t-test over the seeds of the per-seed means (``seed_p_value``: NaN with fewer than two seeds)."""
+
+    mean_difference: float
+    ci_low: float
+    ci_high: float
+    p_value: float
+    days: int
+    seeds: int
+    seed_p_value: float = math.nan
+
+
+def compare_daily(rows: Sequence[RunResult], reference: Sequence[RunResult], column: str) -> Comparison | None:
+    """Bootstrap of the seed-mean daily ``column`` over the seeds both rows ran; None without common
+    seeds or with fewer than two trading weeks of common days."""
+    mine, theirs = _by_seed(rows, column), _by_seed(reference, column)
+    seeds = sorted(set(mine) & set(theirs))
+    if not seeds:
+        return None
+    a = pd.concat([mine[s] for s in seeds], axis=1).mean(axis=1)
+    b = pd.concat([theirs[s] for s in seeds], axis=1).mean(axis=1)
+    try:
+        t = paired_block_bootstrap(a, b)
+    except ValueError:  # fewer than two common days
+        return None
+    if t["weeks"] < 2:  # one block: every draw is the observed mean, no spread to test against
+        return None
+    pairs = [pd.concat([mine[s], theirs[s]], axis=1).dropna() for s in seeds]  # each seed on its common days
+    by_seed = paired_seed_test([p.iloc[:, 0].mean() for p in pairs], [p.iloc[:, 1].mean() for p in pairs])
+    return Comparison(
+        t["mean_difference"], t["ci_low"], t["ci_high"], t["p_value"], int(t["days"]), len(seeds), by_seed["p_value"]
+    )
+
+
+def _by_seed(runs: Sequence[RunResult], column: str) -> dict[int, pd.Series]:
+    return {r.seed: r.daily[column] for r in runs if r.daily is not None and column in r.daily}
+
+
+def reference_row(rows: Mapping[str, Sequence[RunResult]], reference: str | None = None) -> str | None:
+    """The row a comparison is against: ``reference`` where given (and a row), else the row whose runs
+    are all of `DEFAULT_REFERENCE`'s method; None when there is none."""
+    if reference is not None:
+        return reference if reference in rows else None
+    return next((row for row, runs in rows.items() if all(r.record.get("method") == DEFAULT_REFERENCE for r in runs)),
+                None)  # fmt: skip
+
+
+def client_gains(runs: Sequence[RunResult], base: Sequence[RunResult], key: str) -> dict[str, float]:
+    """Per client, the seed mean of ``key`` (a per-client metric, e.g. ``test/ic``) minus the reference
+    row's, over the seeds both ran."""
+    theirs = {r.seed: r.record["per_client"] for r in base}
+    diffs: dict[str, list[float]] = {}
+    for run in runs:
+        if run.seed not in theirs:
+            continue
+        for client, values in run.record.get("per_client", {}).items():
+            a, b = values.get(key), theirs[run.seed].get(client, {}).get(key)
+            if a is not None and b is not None:
+                diffs.setdefault(client, []).append(float(a) - float(b))
+    return {c: float(np.mean(v)) for c, v in diffs.items()}
+
+
+def heterogeneity(runs: Sequence[RunResult]) -> dict[str, float]:
+    """Each client's heterogeneity score (seed 000, eq. 26) as a run of ``runs`` recorded it."""
+    return {c: float(v["heterogeneity"]) for c, v in runs[0].record.get("per_client", {}).items()
+            if v.get("heterogeneity") is not None}  # fmt: skip
+
+
+def gain_correlation(heterogeneity: Sequence[float], gains: Sequence[float]) -> tuple[float, int]:
+    """Spearman ρ between clients' heterogeneity scores and gains over the finite pairs, and their
+    number (seed 000 Fig. 5); NaN with fewer than three pairs or a constant side (e.g. a method whose
+    gain over FedAvg is 0 for every client), where ρ is undefined."""
+    from scipy.stats import spearmanr  # scipy.stats (~0.3 s): imported only by comparisons, not by every run
+
+    ok = [(h, g) for h, g in zip(heterogeneity, gains, strict=True) if math.isfinite(h) and math.isfinite(g)]
+    varies = len(ok) > 2 and len({h for h, _ in ok}) > 1 and len({g for _, g in ok}) > 1
+    rho = spearmanr([h for h, _ in ok], [g for _, g in ok]).statistic if varies else math.nan
+    return float(rho), len(ok)
+
+
+def daily_column(runs: Sequence[RunResult]) -> str | None:
+    """The daily series a comparison bootstraps: the primary metric's where daily.csv has it, else its
+    first column (classification: accuracy)."""
+    run = next((r for r in runs if r.daily is not None and len(r.daily.columns)), None)
+    if run is None:
+        return None
+    assert run.daily is not None
+    primary = run.record.get("primary_metric")
+    return primary if primary in run.daily.columns else str(run.daily.columns[0])

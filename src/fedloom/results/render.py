@@ -1,0 +1,170 @@
+"""Result tables (`fedloom.results.table`) as Markdown, CSV, LaTeX and HTML.
+
+Markdown and LaTeX show ``mean ± std`` with one number format per column, the best mean in bold and
+``*`` on a comparison whose bootstrap p-value is below ``ALPHA``; CSV keeps the plain numbers
+(mean, std, seeds, difference, CI, p) for further analysis.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Sequence
+
+import pandas as pd
+
+from fedloom.results.compare import Comparison
+from fedloom.results.load import DAILY_FILES
+from fedloom.results.table import Cell, ResultTable, column_decimals
+
+ALPHA = 0.05
+
+
+def format_cell(cell: Cell, decimals: int) -> str:
+    """``0.432 ± 0.081`` over several seeds, ``0.432`` for one, ``–`` when the run has no value."""
+    if cell.n == 0:
+        return "–"
+    if cell.n == 1:
+        return f"{cell.mean:.{decimals}f}"
+    return f"{cell.mean:.{decimals}f} ± {cell.std:.{decimals}f}"
+
+
+def format_comparison(c: Comparison | None) -> str:
+    """``+0.013 [-0.067, +0.095] p 0.74; seeds p 0.81``, with ``*`` when the bootstrap's p < ALPHA."""
+    if c is None:
+        return "–"
+    span = max(abs(c.ci_low), abs(c.ci_high))  # 0 when both rows give the same daily series
+    digits = 3 if span == 0 else max(3, 1 - math.floor(math.log10(span)))
+    mark = " *" if c.p_value < ALPHA else ""
+    text = f"{c.mean_difference:+.{digits}f} [{c.ci_low:+.{digits}f}, {c.ci_high:+.{digits}f}] p {c.p_value:.2f}{mark}"
+    return text + (f"; seeds p {c.seed_p_value:.2f}" if math.isfinite(c.seed_p_value) else "")
+
+
+def _comparison_title(table: ResultTable) -> str:
+    final = " (final)" if table.daily_file == DAILY_FILES[True] else ""
+    return f"Δ daily {table.daily_column}{final} vs {table.reference}"
+
+
+def _text_rows(table: ResultTable, bold: str) -> tuple[list[str], list[list[str]]]:
+    """Header and cells as text; ``bold`` is a format string wrapping a best cell."""
+    decimals = {c.label: column_decimals(table.rows, c) for c in table.columns}
+    header = ["row", "seeds", *(c.label for c in table.columns)]
+    with_comparison = table.reference is not None and table.daily_column is not None
+    if with_comparison:
+        header.append(_comparison_title(table))
+    body = []
+    for row in table.rows:
+        cells = [row.name, ",".join(map(str, row.seeds))]
+        for c in table.columns:
+            text = format_cell(row.cells[c.label], decimals[c.label])
+            cells.append(bold.format(text) if row.name in table.best.get(c.label, ()) else text)
+        if with_comparison:
+            cells.append("reference" if row.name == table.reference else format_comparison(row.comparison))
+        body.append(cells)
+    return header, body
+
+
+def notes(table: ResultTable) -> list[str]:
+    """What the marks mean and when a difference is inside the noise, in words."""
+    lines = [
+        "Cells: mean ± std over seeds (population std); bold: the best mean of the column "
+        "(at its displayed precision). Test metrics at the round chosen on validation; "
+        "`final`: the models after the last round. KB per participating client and round (eq. 28).",
+    ]
+    if table.reference is not None and table.daily_column is not None:
+        final = table.daily_file == DAILY_FILES[True]
+        source = "the models after the last round" if final else "the round chosen on validation"
+        lines.append(
+            f"Δ: mean difference of the seed-mean daily `{table.daily_column}` ({table.daily_file}: {source}) "
+            f"against `{table.reference}`, 95 % CI and p-value of a paired block bootstrap over trading weeks; "
+            f"`seeds p`: paired t-test over the seeds of the per-seed means (a bootstrap `*` beside a large "
+            f"seeds p: the seeds disagree, e.g. one seed carries the difference); "
+            f"* p < {ALPHA}. A CI that contains 0 means the difference is inside the noise."
+        )
+    return lines
+
+
+def to_markdown(tables: Sequence[ResultTable]) -> str:
+    parts = []
+    for table in tables:
+        header, body = _text_rows(table, "**{}**")
+        lines = [f"## {table.dataset}", "", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(cells) + " |" for cells in body]
+        parts.append("\n".join([*lines, "", *notes(table)]) + "\n")
+    return "\n".join(parts)
+
+
+def to_html(table: ResultTable) -> str:
+    """One dataset's table as an HTML ``<table>`` (best cells in ``<b>``) followed by its notes."""
+    header, body = _text_rows(table, "\x00{}\x01")  # bold placeholders survive escaping
+
+    def cell(text: str, tag: str) -> str:
+        return f"<{tag}>" + html.escape(text).replace("\x00", "<b>").replace("\x01", "</b>") + f"</{tag}>"
+
+    lines = ["<table>", "<tr>" + "".join(cell(h, "th") for h in header) + "</tr>"]
+    lines += ["<tr>" + "".join(cell(c, "td") for c in cells) + "</tr>" for cells in body]
+    notes_html = "".join(f"<p class='note'>{html.escape(n).replace('`', '')}</p>" for n in notes(table))
+    return "\n".join([*lines, "</table>", notes_html])
+
+
+def to_frame(tables: Sequence[ResultTable]) -> pd.DataFrame:
+    """One line per row: dataset, row, seeds, then per column its mean and std, then the comparison."""
+    records = []
+    for table in tables:
+        for row in table.rows:
+            record: dict[str, object] = {"dataset": table.dataset, "row": row.name, "seeds": len(row.seeds)}
+            for c in table.columns:
+                record[c.label] = row.cells[c.label].mean
+                record[f"{c.label} std"] = row.cells[c.label].std
+            if row.comparison is not None:
+                record |= {
+                    "reference": table.reference,
+                    "daily": table.daily_column,
+                    "daily_file": table.daily_file,
+                    "difference": row.comparison.mean_difference,
+                    "ci_low": row.comparison.ci_low,
+                    "ci_high": row.comparison.ci_high,
+                    "p_value": row.comparison.p_value,
+                    "seed_p_value": row.comparison.seed_p_value,
+                }
+            records.append(record)
+    return pd.DataFrame.from_records(records)
+
+
+def to_csv(tables: Sequence[ResultTable]) -> str:
+    return str(to_frame(tables).to_csv(index=False))
+
+
+LATEX_SPECIAL = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_",
+                 "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "<": r"\textless{}",
+                 ">": r"\textgreater{}", "`": ""}  # fmt: skip
+
+
+def latex_escape(text: str) -> str:
+    return "".join(LATEX_SPECIAL.get(ch, ch) for ch in text)
+
+
+def to_latex(tables: Sequence[ResultTable]) -> str:
+    """One booktabs ``table`` per dataset (needs ``\\usepackage{booktabs}``)."""
+    parts = []
+    for table in tables:
+        header, body = _text_rows(table, "\x00{}\x01")  # bold placeholders survive escaping
+        lines = [
+            r"\begin{table}[t]",
+            r"\centering",
+            rf"\caption{{{_latex_cell(table.dataset)}: {_latex_cell(' '.join(notes(table)))}}}",
+            r"\begin{tabular}{l" + "r" * (len(header) - 1) + "}",
+            r"\toprule",
+            " & ".join(_latex_cell(h) for h in header) + r" \\",
+            r"\midrule",
+        ]
+        for cells in body:
+            lines.append(" & ".join(_latex_cell(c) for c in cells) + r" \\")
+        lines += [r"\bottomrule", r"\end{tabular}", r"\end{table}"]
+        parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
+def _latex_cell(text: str) -> str:
+    escaped = latex_escape(text).replace("±", r"$\pm$").replace("Δ", r"$\Delta$").replace("–", "--")
+    return escaped.replace("\x00", r"\textbf{").replace("\x01", "}")

@@ -1,0 +1,184 @@
+"""Result tables across finished runs: one row per method / switch set, mean ± std over seeds.
+
+Runs are read from their run directories (summary.json, metrics.jsonl, daily.csv). A row groups the
+runs of one name — the suite's row (``job.json``) or else the run folder's name, so
+``runs/acl18/seed0/rpa`` and ``runs/acl18/seed1/rpa`` make the row ``rpa`` — and each column is a
+value of every run's summary, aggregated over the row's seeds. The best mean of a column with a
+direction is marked; a paired block bootstrap over trading weeks (seed 000, Table 5) compares each
+row's seed-mean daily series with the reference row's (``daily.csv``: the round chosen on validation;
+``daily_final.csv`` with ``final``: the models after the last round); communication is KB per
+participating client and round (seed 000, eq. 28: what one selected client downloads and uploads in a round).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from fedloom.errors import ConfigError
+from fedloom.metrics.federated import higher_is_better
+from fedloom.results.compare import Comparison, compare_daily
+from fedloom.results.compare import daily_column as default_daily
+from fedloom.results.load import DAILY_FILES, RunResult
+from fedloom.runs.report import LABELS, metric_names, summary_key
+
+CROSS_SECTION = (("rank_ic", "pooled RankIC"), ("ic", "pooled IC"))
+PORTFOLIO = (("annualized_return", "excess AR"), ("information_ratio", "IR"), ("max_drawdown", "MDD"))
+
+
+@dataclass(frozen=True)
+class Column:
+    """A table column: its title, where its value sits in a run's record, and whether higher is better
+    (``None``: no best cell is marked). ``*`` in ``path`` averages over every key at that level."""
+
+    label: str
+    path: tuple[str, ...]
+    higher: bool | None = None
+    decimals: int | None = None  # None: chosen from the column's magnitude
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A column's values over a row's seeds."""
+
+    mean: float
+    std: float
+    n: int
+
+
+@dataclass(frozen=True)
+class Row:
+    name: str
+    seeds: tuple[int, ...]
+    cells: dict[str, Cell]
+    comparison: Comparison | None = None
+
+
+@dataclass(frozen=True)
+class ResultTable:
+    """The rows of one dataset, their columns and, per column, the rows holding the best mean."""
+
+    dataset: str
+    columns: list[Column]
+    rows: list[Row]
+    best: dict[str, set[str]] = field(default_factory=dict)
+    reference: str | None = None
+    daily_column: str | None = None
+    daily_file: str = DAILY_FILES[False]
+
+
+def default_columns(summary: Mapping[str, Any]) -> list[Column]:
+    """Test metrics at the round chosen on validation (primary first), the primary metric of the final
+    models, the IC / RankIC of the pooled cross-section and the TopkDropout portfolio where the run has
+    them, then communication and time per round."""
+    names = metric_names(dict(summary))
+    columns = [Column(LABELS.get(m, m), ("metrics", summary_key(m)), higher_is_better(m)) for m in names]
+    if names:
+        primary = names[0]
+        label = f"{LABELS.get(primary, primary)} final"
+        columns.append(Column(label, ("final_metrics", summary_key(primary)), higher_is_better(primary)))
+    if "cross_section" in summary:  # every client's test stocks ranked as one universe per day (Qlib's IC)
+        columns += [Column(label, ("cross_section", key), True) for key, label in CROSS_SECTION]
+    if "portfolio" in summary:
+        columns += [Column(label, ("portfolio", key), True) for key, label in PORTFOLIO]
+    costs = [
+        Column("KB down", ("derived", "download_kb"), None, 0),
+        Column("KB up", ("derived", "upload_kb"), None, 0),
+        Column("s/round", ("derived", "seconds_per_round"), None, 1),
+    ]
+    return columns + costs
+
+
+def parse_column(text: str) -> Column:
+    """``LABEL=dotted.path`` (e.g. ``entropy=last_round.diagnostics.route_entropy``), no best marker."""
+    label, sep, path = text.partition("=")
+    if not sep or not label or not path:
+        raise ConfigError(
+            f"column {text!r} is not of the form LABEL=dotted.path (e.g. purity=alignment.global_purity)"
+        )
+    return Column(label, tuple(path.split(".")))
+
+
+def lookup(record: Mapping[str, Any], path: Sequence[str]) -> float:
+    """The number at ``path`` in a run's record (NaN where absent); ``*`` averages over one level."""
+    node: Any = record
+    for i, key in enumerate(path):
+        if key == "*" and isinstance(node, Mapping):
+            values = [lookup(child, path[i + 1 :]) for child in node.values()]
+            finite = [v for v in values if math.isfinite(v)]
+            return float(np.mean(finite)) if finite else math.nan
+        if not isinstance(node, Mapping) or key not in node:
+            return math.nan
+        node = node[key]
+    return float(node) if isinstance(node, int | float) and not isinstance(node, bool) else math.nan
+
+
+def aggregate(values: Sequence[float]) -> Cell:
+    """Mean and population std (ddof 0) of the finite values: e.g. [0.40, 0.44] → 0.42 ± 0.02."""
+    finite = np.array([v for v in values if math.isfinite(v)], dtype=float)
+    if not finite.size:
+        return Cell(math.nan, math.nan, 0)
+    return Cell(float(finite.mean()), float(finite.std()), int(finite.size))
+
+
+def build_tables(
+    runs: Sequence[RunResult],
+    columns: Sequence[Column] | None = None,
+    reference: str | None = None,
+    daily_column: str | None = None,
+) -> list[ResultTable]:
+    """One table per dataset, rows in order of first appearance with the reference row first."""
+    tables = []
+    for dataset in dict.fromkeys(r.dataset for r in runs):
+        mine = [r for r in runs if r.dataset == dataset]
+        tables.append(build_table(mine, columns or default_columns(mine[0].record), reference, daily_column))
+    return tables
+
+
+def build_table(
+    runs: Sequence[RunResult], columns: Sequence[Column], reference: str | None = None, daily_column: str | None = None
+) -> ResultTable:
+    """Rows of ``runs`` (one dataset) aggregated over seeds, best cells marked, compared with ``reference``."""
+    groups: dict[str, list[RunResult]] = {}
+    for run in runs:
+        groups.setdefault(run.row, []).append(run)
+    if reference is not None and reference not in groups:
+        raise ConfigError(f"--reference {reference!r} is not a row; rows: {', '.join(groups)}")
+    order = ([reference] if reference else []) + [name for name in groups if name != reference]
+    daily = daily_column or default_daily(runs)
+    rows = []
+    for name in order:
+        group = groups[name]
+        cells = {c.label: aggregate([lookup(r.record, c.path) for r in group]) for c in columns}
+        comparison = None
+        if reference and name != reference and daily:
+            comparison = compare_daily(group, groups[reference], daily)
+        rows.append(Row(name, tuple(sorted(r.seed for r in group)), cells, comparison))
+    best = {c.label: best_rows(rows, c) for c in columns if c.higher is not None}
+    daily_file = runs[0].daily_file
+    return ResultTable(runs[0].dataset, list(columns), rows, best, reference, daily if reference else None, daily_file)
+
+
+def best_rows(rows: Sequence[Row], column: Column) -> set[str]:
+    """Rows whose mean is best in ``column`` at its displayed precision (ties are all marked)."""
+    decimals = column_decimals(rows, column)
+    means = {r.name: round(r.cells[column.label].mean, decimals) for r in rows}
+    finite = {k: v for k, v in means.items() if math.isfinite(v)}
+    if len(finite) < 2:
+        return set()
+    target = max(finite.values()) if column.higher else min(finite.values())
+    return {k for k, v in finite.items() if v == target}
+
+
+def column_decimals(rows: Sequence[Row], column: Column) -> int:
+    """One format per column: the column's own, else 3 decimals, more for small magnitudes
+    (two significant digits of the largest mean: 0.00076 → 6 decimals)."""
+    if column.decimals is not None:
+        return column.decimals
+    means = [abs(r.cells[column.label].mean) for r in rows if math.isfinite(r.cells[column.label].mean)]
+    top = max(means, default=0.0)
+    return 3 if top == 0 else max(3, 1 - math.floor(math.log10(top)))

@@ -1,0 +1,170 @@
+"""A structured reference as a run: the same run directory as a federated method (config.yaml,
+env.json, metrics.jsonl with one record, summary.json, daily.csv, portfolio, regimes, report.md), so
+tables, bootstraps, suites and reports treat references and LLM methods alike.
+
+A reference trains once: its "round 1" is the fitted model, evaluated like a method's personalized
+models (each client's validation and test rows scored by the pooled model, or by its own)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from fedloom.data.registry import load_dataset
+from fedloom.data.schema import ClientData, SampleTable
+from fedloom.errors import ConfigError
+from fedloom.progress import Progress
+from fedloom.references.base import Objective, filled
+from fedloom.references.federated import NetLearner, body_of, body_tensors
+from fedloom.references.neural import NeuralReference
+from fedloom.references.registry import REFERENCES
+from fedloom.references.training import fit_and_score
+from fedloom.runs.config import RunConfig
+from fedloom.runs.outputs import finish_run, prediction_outputs, record_outputs
+from fedloom.runs.rundir import RunDirectory
+from fedloom.runs.workspace import Workspace, data_owners
+from fedloom.runtime.rounds import Evaluation, RoundRecord, summarize
+from fedloom.seeding import derive_seed, generator
+from fedloom.tasks.generation import GenerationTask
+from fedloom.tasks.learner import Learner
+from fedloom.tasks.registry import make_task
+
+EVALUATED = ("val", "test")
+
+
+def reference_table(cfg: RunConfig) -> SampleTable:
+    """The financial table a reference trains on; text data and tables without numeric features are refused."""
+    table = load_dataset(cfg.dataset, cfg.data)
+    if not isinstance(table, SampleTable):
+        raise ConfigError(f"reference {cfg.method!r} needs a financial table; {cfg.dataset!r} is a text dataset")
+    if not table.covariates:
+        raise ConfigError(f"reference {cfg.method!r}: dataset {cfg.dataset!r} has no numeric features to train on")
+    return table
+
+
+def evaluate_scores(
+    table: SampleTable, clients: list[ClientData], scores: np.ndarray, eval_targets: np.ndarray
+) -> Evaluation:
+    """``personal`` → split → client → the task's metrics of its scored rows (what a method's round logs)."""
+    dates = table.dates
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    for split in EVALUATED:
+        for c in clients:
+            rows = c.split(split)
+            if len(rows):
+                task = make_task(table.task_kind, table.targets[c.train], table.num_classes)
+                assert not isinstance(task, GenerationTask)  # a SampleTable's task
+                out.setdefault(split, {})[c.client_id] = task.evaluate(scores[rows], eval_targets[rows], dates[rows])
+    return {"personal": out}
+
+
+def federated_workspace(cfg: RunConfig) -> Workspace:
+    """A federated reference's workspace: its network (initialized from the run seed, as every party's
+    adapter is) without the output layer as the shared tensors, and one `NetLearner` per client."""
+    t0 = time.perf_counter()
+    table = reference_table(cfg)
+    objective = _objective(table)
+    reference = REFERENCES[cfg.method].build(cfg.references, objective, table.covariates, cfg.seed)
+    if not isinstance(reference, NeuralReference) or reference.schedule.sampling == "days":
+        row_wise = ", ".join(n for n, r in REFERENCES.items() if r.reads in ("rows", "series") and n != "gat")
+        raise ConfigError(f"references.mode=federated trains a network that scores one row at a time ({row_wise} "
+                          f"— {cfg.method} is not one); use pooled or local")  # fmt: skip
+    outputs = objective.num_classes if objective.classes else 1
+    body, width = body_of(reference.network(len(table.covariates), outputs, generator(cfg.seed, "adapter-init")))
+    x = torch.from_numpy(filled(table.frame[list(table.covariates)].to_numpy(np.float32)))
+    eval_targets = table.frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else None
+    head_seed = derive_seed(cfg.seed, "head") if cfg.train.head_init == "shared" else None
+    learners: dict[str, Learner] = {}
+    for c in data_owners(cfg, table):
+        task = make_task(table.task_kind, table.targets[c.train], table.num_classes)
+        learners[c.client_id] = NetLearner(body, width, x, table.targets, table.dates, c, task, eval_targets,
+                                           head_seed=head_seed)  # fmt: skip
+    return Workspace(None, table, learners, body_tensors(body), {"data": time.perf_counter() - t0})
+
+
+def _objective(table: SampleTable) -> Objective:
+    if table.task_kind == "classification":
+        return Objective("classification", table.num_classes or 2)
+    return Objective("regression")
+
+
+def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -> dict[str, Any]:
+    """Fit ``cfg.method`` (a reference, pooled or local) on ``cfg.dataset``'s clients in one pass and
+    write its run directory (trained round by round, ``references.mode=federated`` is a run of its own
+    kind: `fedloom.runs.kinds`)."""
+    t0 = time.perf_counter()
+    table = reference_table(cfg)
+    clients = data_owners(cfg, table)
+    setup = time.perf_counter() - t0
+    frame, options = table.frame, cfg.references
+    x = frame[list(table.covariates)].to_numpy(np.float32)
+    objective = _objective(table)
+    t0 = time.perf_counter()
+    scores, fit_info = fit_and_score(cfg.method, options, objective, table.covariates, x, table.targets,
+                                     table.dates, clients, cfg.seed, progress)  # fmt: skip
+    wall = time.perf_counter() - t0
+    eval_targets = frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else table.targets
+
+    evaluation = evaluate_scores(table, clients, scores, eval_targets)
+    sizes = {s: {c.client_id: len(c.split(s)) for c in clients} for s in ("train", *EVALUATED)}
+    metrics = summarize(evaluation, sizes)
+    ids = [c.client_id for c in clients]
+    record = RoundRecord(1, ids, seconds={"fit": wall}, diagnostics={"fit": fit_info}, evaluation=evaluation,
+                         summary=metrics)  # fmt: skip
+    rundir = RunDirectory(out)
+    rundir.write_config(cfg)
+    rundir.write_env({"runtime": "reference", "mode": options.mode, "setup_seconds": {"data": setup}})
+    rundir.start_metrics([])
+    rundir.append_metrics(record)
+    summary = reference_summary(cfg, table, evaluation, metrics, wall, out, fit_info)
+    test = np.concatenate([c.test for c in clients])
+    owner = np.concatenate([[c.client_id] * len(c.test) for c in clients])
+    predictions = pd.DataFrame({"client": owner, "row": test, "date": frame["date"].to_numpy()[test],
+                                "instrument": frame["instrument"].to_numpy()[test], "score": scores[test],
+                                "target": eval_targets[test]})  # fmt: skip
+    train_dates = table.dates[np.concatenate([c.train for c in clients])]
+    summary |= record_outputs(rundir, prediction_outputs(cfg, table.task_kind, predictions, train_dates))
+    summary["outputs_round"] = 1
+    finish_run(rundir, summary)
+    return summary
+
+
+def reference_summary(
+    cfg: RunConfig,
+    table: SampleTable,
+    evaluation: Evaluation,
+    metrics: dict[str, float],
+    wall: float,
+    out: Path,
+    fit_info: dict[str, dict[str, float]],
+) -> dict[str, Any]:
+    """summary.json in the shape `fedloom.runs.summary.build_summary` gives a federated run."""
+    primary = make_task(table.task_kind, table.targets[:1], table.num_classes).primary_metric
+    per_client: dict[str, dict[str, float]] = {}
+    for split, per in evaluation["personal"].items():
+        for cid, values in per.items():
+            per_client.setdefault(cid, {}).update({f"{split}/{m}": v for m, v in values.items()})
+    return {
+        "method": cfg.method,
+        "dataset": cfg.dataset,
+        "primary_metric": primary,
+        "synthetic": table.synthetic,
+        "backbone": None,
+        "reference": {"mode": cfg.references.mode, "fits": fit_info},
+        "rounds": 1,
+        "seed": cfg.seed,
+        "selection": {"metric": f"personal/val/{primary}/macro", "best_round": 1},
+        "metrics": metrics,
+        "final_metrics": metrics,
+        "per_client": per_client,
+        "communication": {"download_bytes": 0, "upload_bytes": 0, "by_group": {}},
+        "failures": 0,
+        "rejected": 0,
+        "wall_seconds": wall,
+        "run_dir": str(out),
+    }

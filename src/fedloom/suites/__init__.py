@@ -1,0 +1,1 @@
+"""Suites: grids of runs, run as `fedloom run` subprocesses."""

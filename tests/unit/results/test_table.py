@@ -1,0 +1,206 @@
+"""`fedloom table` on hand-made run directories: aggregation over seeds, best cells by direction, the
+bootstrap marker, communication per client-round, and well-formed Markdown / CSV / LaTeX."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from fedloom.errors import ConfigError
+from fedloom.results.load import find_runs
+from fedloom.results.render import to_csv, to_latex, to_markdown
+from fedloom.results.table import Column, build_tables, lookup
+
+DATES = pd.bdate_range("2024-01-01", periods=20)  # four trading weeks
+
+
+def write_run(
+    folder: Path, seed: int, ic: float, mse: float, daily_ic: np.ndarray | None = None, clients: int = 2
+) -> Path:
+    """A run directory with what a table reads: summary.json, metrics.jsonl, daily.csv."""
+    folder.mkdir(parents=True)
+    metrics = {"personal/test/ic/macro": ic, "personal/test/mse/weighted": mse, "personal/test/mse/macro": mse}
+    summary = {
+        "method": "fedavg", "dataset": "synthetic", "primary_metric": "ic", "seed": seed, "rounds": 2,
+        "metrics": metrics, "final_metrics": metrics, "per_client": {f"c{i}": {} for i in range(clients)},
+        "communication": {"download_bytes": 8000, "upload_bytes": 4000}, "wall_seconds": 10.0,
+    }  # fmt: skip
+    (folder / "summary.json").write_text(json.dumps(summary))
+    rounds = [{"round": 1, "download_bytes": {"c0": 4000}}, {"round": 2, "download_bytes": {"c1": 4000}}]
+    (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    if daily_ic is not None:
+        pd.DataFrame({"ic": daily_ic}, index=pd.Index(DATES, name="date")).to_csv(folder / "daily.csv")
+    return folder
+
+
+def noise(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).normal(0, 0.05, len(DATES))
+
+
+def test_rows_are_mean_and_std_over_seeds_with_the_best_cell_by_direction(tmp_path: Path):
+    # Prepare: row "a" has the higher IC (better), row "b" the lower MSE (better)
+    write_run(tmp_path / "seed0" / "a", 0, ic=0.1, mse=0.004)
+    write_run(tmp_path / "seed1" / "a", 1, ic=0.3, mse=0.006)
+    write_run(tmp_path / "seed0" / "b", 0, ic=0.0, mse=0.001)
+    write_run(tmp_path / "seed1" / "b", 1, ic=0.0, mse=0.003)
+
+    # Execute
+    (table,) = build_tables(find_runs([tmp_path]))
+
+    # Assert
+    rows = {r.name: r for r in table.rows}
+    assert rows["a"].seeds == (0, 1)
+    assert rows["a"].cells["IC"].mean == pytest.approx(0.2) and rows["a"].cells["IC"].std == pytest.approx(0.1)
+    assert rows["b"].cells["MSE"].mean == pytest.approx(0.002)
+    assert table.best["IC"] == {"a"} and table.best["MSE"] == {"b"}
+    markdown = to_markdown([table])
+    assert "| a | 0,1 | **0.200 ± 0.100** |" in markdown
+    assert "| b | 0,1 | 0.000 ± 0.000 | **0.0020 ± 0.0010** |" in markdown
+
+
+def test_communication_is_per_participating_client_round(tmp_path: Path):
+    # 8000 bytes down over 2 participations (one client in each of 2 rounds), not over 2 rounds x 2 clients
+    write_run(tmp_path / "run", 0, ic=0.1, mse=0.1)
+    (table,) = build_tables(find_runs([tmp_path / "run"]))
+    assert table.rows[0].cells["KB down"].mean == pytest.approx(4.0)
+    assert table.rows[0].cells["KB up"].mean == pytest.approx(2.0)
+
+
+def test_seconds_per_round_come_from_the_logged_rounds_when_they_carry_them(tmp_path: Path):
+    """A resumed run that replayed no round has a summary wall time near 0; its logged rounds keep the
+    real time (local + server + evaluation; client compute and aggregation are parts of those)."""
+    write_run(tmp_path / "plain", 0, ic=0.1, mse=0.1)
+    resumed = write_run(tmp_path / "resumed", 0, ic=0.1, mse=0.1)
+    summary = json.loads((resumed / "summary.json").read_text()) | {"wall_seconds": 4e-5}
+    (resumed / "summary.json").write_text(json.dumps(summary))
+    seconds = {"local": 30.0, "client_compute": 29.0, "aggregate": 0.5, "server": 1.0, "evaluate": 80.0}
+    rounds = [{"round": k, "download_bytes": {"c0": 4000}, "seconds": seconds} for k in (1, 2)]
+    (resumed / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    cells = {Path(r.name).name: r.cells for t in build_tables(find_runs([tmp_path])) for r in t.rows}
+    assert cells["plain"]["s/round"].mean == pytest.approx(5.0)  # no logged seconds: 10 s wall / 2 rounds
+    assert cells["resumed"]["s/round"].mean == pytest.approx(111.0)
+
+
+def test_the_bootstrap_marks_a_clearly_better_row_and_not_an_identical_one(tmp_path: Path):
+    base = [noise(s) for s in (0, 1)]
+    for s in (0, 1):
+        write_run(tmp_path / f"seed{s}" / "ref", s, 0.0, 0.1, base[s])
+        write_run(tmp_path / f"seed{s}" / "better", s, 0.1, 0.1, base[s] + 0.1 + noise(10 + s) / 5)
+        write_run(tmp_path / f"seed{s}" / "same", s, 0.0, 0.1, base[s])
+
+    (table,) = build_tables(find_runs([tmp_path]), reference="ref")
+
+    rows = {r.name: r for r in table.rows}
+    assert table.rows[0].name == "ref" and rows["ref"].comparison is None
+    better, same = rows["better"].comparison, rows["same"].comparison
+    assert better is not None and same is not None
+    assert better.mean_difference == pytest.approx(0.1, abs=0.02) and better.p_value < 0.05 and better.ci_low > 0
+    assert same.mean_difference == 0 and same.p_value == 1 and same.seed_p_value == 1
+    lines = {line.split(" | ")[0].removeprefix("| "): line for line in to_markdown([table]).splitlines()}
+    assert " p 0.00 *" in lines["better"] and "*" not in lines["same"].split(" | ")[-1]
+
+
+def test_final_compares_the_last_rounds_daily_series_and_says_so(tmp_path: Path):
+    """A row better at its chosen round and identical after the last round: the default table marks it,
+    `final` (daily_final.csv) does not, and each table's notes name the file it compared."""
+    for s in (0, 1):
+        base = noise(s)
+        for row, chosen in (("ref", base), ("early", base + 0.1)):
+            folder = write_run(tmp_path / f"seed{s}" / row, s, 0.0, 0.1, chosen)
+            pd.DataFrame({"ic": base}, index=pd.Index(DATES, name="date")).to_csv(folder / "daily_final.csv")
+
+    chosen, final = (build_tables(find_runs([tmp_path], final=f), reference="ref")[0] for f in (False, True))
+
+    assert chosen.rows[1].comparison is not None and chosen.rows[1].comparison.p_value < 0.05
+    assert math.isnan(chosen.rows[1].comparison.seed_p_value)  # +0.1 on both seeds (to round-off): no spread
+    assert final.rows[1].comparison is not None and final.rows[1].comparison.mean_difference == 0
+    text = {f: to_markdown([t]) for f, t in ((False, chosen), (True, final))}
+    assert "daily_final.csv: the models after the last round" in text[True] and "(final) vs ref" in text[True]
+    assert "daily.csv: the round chosen on validation" in text[False] and "(final)" not in text[False]
+    assert set(pd.read_csv(io.StringIO(to_csv([final])))["daily_file"].dropna()) == {"daily_final.csv"}
+
+
+def test_the_seed_test_tells_one_seeds_offset_from_a_shift_on_every_seed(tmp_path: Path):
+    """`one` is +0.3 on seed 0 and equal on seeds 1-2: the week bootstrap of the seed-mean series marks
+    it (+0.1 on every week), the paired t-test over seeds does not; `every` is +0.1 on each seed."""
+    for s in (0, 1, 2):
+        base = noise(s)
+        write_run(tmp_path / f"seed{s}" / "ref", s, 0.0, 0.1, base)
+        write_run(tmp_path / f"seed{s}" / "one", s, 0.0, 0.1, base + (0.3 if s == 0 else 0.0))
+        write_run(tmp_path / f"seed{s}" / "every", s, 0.0, 0.1, base + 0.1 + noise(10 + s) / 5)
+
+    (table,) = build_tables(find_runs([tmp_path]), reference="ref")
+
+    one, every = ({r.name: r for r in table.rows}[name].comparison for name in ("one", "every"))
+    assert one is not None and every is not None
+    assert one.mean_difference == pytest.approx(0.1) and one.p_value < 0.05 and one.seed_p_value > 0.3
+    assert every.p_value < 0.05 and every.seed_p_value < 0.05
+    lines = {line.split(" | ")[0].removeprefix("| "): line for line in to_markdown([table]).splitlines()}
+    assert lines["one"].endswith(f" p {one.p_value:.2f} *; seeds p {one.seed_p_value:.2f} |")
+
+
+def test_an_unknown_reference_row_names_the_rows(tmp_path: Path):
+    write_run(tmp_path / "fedavg", 0, 0.1, 0.1)
+    with pytest.raises(ConfigError, match=r"--reference 'rpa' is not a row; rows: fedavg"):
+        build_tables(find_runs([tmp_path]), reference="rpa")
+
+
+def test_lookup_follows_a_path_and_averages_over_a_star():
+    record = {"last_round": {"train": {"c0": {"rho": 0.1}, "c1": {"rho": 0.3}}}, "flag": True}
+    assert lookup(record, ("last_round", "train", "*", "rho")) == pytest.approx(0.2)
+    assert math.isnan(lookup(record, ("last_round", "missing"))) and math.isnan(lookup(record, ("flag",)))
+
+
+def test_markdown_csv_and_latex_are_well_formed(tmp_path: Path):
+    for s in (0, 1):
+        write_run(tmp_path / f"seed{s}" / "ref_row", s, 0.1 * s, 0.01, noise(s))
+        write_run(tmp_path / f"seed{s}" / "other", s, 0.2, 0.02, noise(s) + 0.05)
+    extra = Column("clients", ("derived", "download_kb"))
+    tables = build_tables(find_runs([tmp_path]), reference="ref_row")
+    tables_extra = build_tables(find_runs([tmp_path]), [extra], reference="ref_row")
+
+    markdown = [line for line in to_markdown(tables).splitlines() if line.startswith("|")]
+    assert len(markdown) == 4 and len({line.count("|") for line in markdown}) == 1
+
+    frame = pd.read_csv(io.StringIO(to_csv(tables)))
+    assert list(frame["row"]) == ["ref_row", "other"]
+    assert frame.loc[1, "IC"] == pytest.approx(0.2) and frame.loc[0, "IC std"] == pytest.approx(0.05)
+    assert frame.loc[1, "p_value"] < 0.05 and math.isnan(frame.loc[0, "p_value"])
+
+    latex = to_latex(tables)
+    assert latex.count("{") == latex.count("}") and "ref\\_row" in latex and "$\\pm$" in latex
+    body = latex.split("\\midrule\n")[1].split("\\bottomrule")[0].strip().splitlines()
+    columns = 2 + len(tables[0].columns) + 1
+    assert len(body) == 2 and all(line.count(" & ") == columns - 1 for line in body)
+    assert "clients" in to_markdown(tables_extra)
+
+
+def test_a_comparison_prints_digits_for_its_ci_and_three_for_an_identical_row():
+    from fedloom.results.compare import Comparison
+    from fedloom.results.render import format_comparison
+
+    assert format_comparison(Comparison(0.0, 0.0, 0.0, 1.0, 64, 3)) == "+0.000 [+0.000, +0.000] p 1.00"
+    assert format_comparison(Comparison(0.0002, -0.0007, 0.0011, 0.7, 64, 3)) == "+0.0002 [-0.0007, +0.0011] p 0.70"
+    assert format_comparison(Comparison(0.05, 0.01, 0.09, 0.01, 64, 3)).endswith("p 0.01 *")
+
+
+def test_gain_correlation_is_spearman_and_undefined_for_a_constant_side():
+    import warnings
+
+    from scipy.stats import spearmanr
+
+    from fedloom.results.compare import gain_correlation
+
+    h, g = [0.1, 0.5, 0.3, float("nan")], [1.0, 3.0, 2.5, 9.0]
+    rho, n = gain_correlation(h, g)
+    assert n == 3 and rho == pytest.approx(spearmanr(h[:3], g[:3]).statistic)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ConstantInputWarning reaches the user
+        rho, n = gain_correlation([0.1, 0.5, 0.3], [0.0, 0.0, 0.0])
+    assert n == 3 and math.isnan(rho)

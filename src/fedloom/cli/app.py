@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 from rich.progress import Progress as RichBar
-from rich.table import Table
+from rich.table import Table as RichTable
 
 from fedloom.errors import FedloomError
 
@@ -96,7 +96,7 @@ def progress() -> Iterator[Any]:
 
 
 def print_table(header: list[str], rows: list[list[str]], title: str) -> None:
-    table = Table(title=title)
+    table = RichTable(title=title)
     for h in header:
         table.add_column(h)
     for r in rows:

@@ -44,11 +44,13 @@ class RunKind:
     train: Callable[[RunConfig, Workspace | None, Path, Progress | None, bool], Summary]
 
     def summary_fields(self, cfg: RunConfig) -> dict[str, Any]:
-        """What summary.json says of the model behind a round-by-round run: the backbone, or the
-        reference trained under which algorithm."""
+        """What summary.json says of the model behind the run: the backbone, or the reference and how it
+        was trained (a one-pass fit adds its fits' details)."""
         if self.name == "llm":
             return {"backbone": cfg.backbone}
-        return {"backbone": None, "reference": {"mode": "federated", "algorithm": cfg.references.algorithm}}
+        if self.name == "federated-reference":
+            return {"backbone": None, "reference": {"mode": "federated", "algorithm": cfg.references.algorithm}}
+        return {"backbone": None, "reference": {"mode": cfg.references.mode}}
 
 
 def _llm_workspace(cfg: RunConfig, progress: Progress | None) -> Workspace:

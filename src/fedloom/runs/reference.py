@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from fedloom.algorithms.base import Record
 from fedloom.data.registry import load_dataset
 from fedloom.data.schema import ClientData, SampleTable
 from fedloom.errors import ConfigError
@@ -27,8 +28,9 @@ from fedloom.references.training import fit_and_score
 from fedloom.runs.config import RunConfig
 from fedloom.runs.outputs import finish_run, prediction_outputs, record_outputs
 from fedloom.runs.rundir import RunDirectory
+from fedloom.runs.summary import build_summary
 from fedloom.runs.workspace import Workspace, data_owners
-from fedloom.runtime.rounds import Evaluation, RoundRecord, summarize
+from fedloom.runtime.rounds import Evaluation, RoundRecord, SimulationResult, summarize
 from fedloom.seeding import derive_seed, generator
 from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.learner import Learner
@@ -121,7 +123,10 @@ def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -
     rundir.write_env({"runtime": "reference", "mode": options.mode, "setup_seconds": {"data": setup}})
     rundir.start_metrics([])
     rundir.append_metrics(record)
-    summary = reference_summary(cfg, table, evaluation, metrics, wall, out, fit_info)
+    primary = make_task(table.task_kind, table.targets[:1], table.num_classes).primary_metric
+    result = SimulationResult(Record({}), {}, [record])
+    summary = build_summary(cfg, result, wall, str(out), primary, table.synthetic, {})
+    summary["reference"]["fits"] = fit_info
     test = np.concatenate([c.test for c in clients])
     owner = np.concatenate([[c.client_id] * len(c.test) for c in clients])
     predictions = pd.DataFrame({"client": owner, "row": test, "date": frame["date"].to_numpy()[test],
@@ -132,39 +137,3 @@ def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -
     summary["outputs_round"] = 1
     finish_run(rundir, summary)
     return summary
-
-
-def reference_summary(
-    cfg: RunConfig,
-    table: SampleTable,
-    evaluation: Evaluation,
-    metrics: dict[str, float],
-    wall: float,
-    out: Path,
-    fit_info: dict[str, dict[str, float]],
-) -> dict[str, Any]:
-    """summary.json in the shape `fedloom.runs.summary.build_summary` gives a federated run."""
-    primary = make_task(table.task_kind, table.targets[:1], table.num_classes).primary_metric
-    per_client: dict[str, dict[str, float]] = {}
-    for split, per in evaluation["personal"].items():
-        for cid, values in per.items():
-            per_client.setdefault(cid, {}).update({f"{split}/{m}": v for m, v in values.items()})
-    return {
-        "method": cfg.method,
-        "dataset": cfg.dataset,
-        "primary_metric": primary,
-        "synthetic": table.synthetic,
-        "backbone": None,
-        "reference": {"mode": cfg.references.mode, "fits": fit_info},
-        "rounds": 1,
-        "seed": cfg.seed,
-        "selection": {"metric": f"personal/val/{primary}/macro", "best_round": 1},
-        "metrics": metrics,
-        "final_metrics": metrics,
-        "per_client": per_client,
-        "communication": {"download_bytes": 0, "upload_bytes": 0, "by_group": {}},
-        "failures": 0,
-        "rejected": 0,
-        "wall_seconds": wall,
-        "run_dir": str(out),
-    }

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-Table = tuple[list[str], list[list[str]]]
+Rows = tuple[list[str], list[list[str]]]  # a header and its rows of text cells
 
 WEIGHTED = ("mse", "mae")
 ORDER = ("ic", "rank_ic", "icir", "rank_icir", "accuracy", "mcc", "mse", "mae", "score", "loss")
@@ -40,7 +40,7 @@ def summary_key(metric: str) -> str:
     return f"personal/test/{metric}/{'weighted' if metric in WEIGHTED else 'macro'}"
 
 
-def client_table(summary: dict[str, Any]) -> Table:
+def client_table(summary: dict[str, Any]) -> Rows:
     """Per-client test metrics of one run, then the macro / weighted / worst-quartile rows."""
     metrics = metric_names(summary)
     rows = [[c, *(fmt(v.get(f"test/{m}")) for m in metrics)] for c, v in sorted(summary["per_client"].items())]
@@ -49,7 +49,7 @@ def client_table(summary: dict[str, Any]) -> Table:
     return ["client", *(LABELS.get(m, m) for m in metrics)], rows
 
 
-def method_table(summaries: Sequence[dict[str, Any]]) -> Table:
+def method_table(summaries: Sequence[dict[str, Any]]) -> Rows:
     """One row per method: test metrics at the selected round, worst quartile of the primary metric,
     bytes per round and wall time."""
     metrics = metric_names(summaries[0])
@@ -73,7 +73,7 @@ def method_table(summaries: Sequence[dict[str, Any]]) -> Table:
     return header, rows
 
 
-def markdown(table: Table) -> str:
+def markdown(table: Rows) -> str:
     header, rows = table
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]

@@ -31,7 +31,10 @@ def build_summary(
     synthetic: bool,
     per_client_extra: Mapping[str, Mapping[str, float]],
 ) -> dict[str, Any]:
-    """Test metrics at the round chosen on validation (``metrics``) and after the last round."""
+    """Test metrics at the round chosen on validation (``metrics``) and after the last round; what the
+    run's kind says of its model (`RunKind.summary_fields`). A reference fitted in one pass has one round,
+    its fit, and no train loss."""
+    kind = kind_of(cfg)
     best, last = best_round(result.history, metric), result.history[-1]
     assert best.evaluation is not None
     clients = sorted({c for per_split in best.evaluation.values() for per in per_split.values() for c in per})
@@ -54,11 +57,11 @@ def build_summary(
         "dataset": cfg.dataset,
         "primary_metric": metric,
         "synthetic": synthetic,
-        **kind_of(cfg).summary_fields(cfg),
-        "rounds": cfg.rounds,
+        **kind.summary_fields(cfg),
+        "rounds": cfg.rounds if kind.rounds else 1,
         "seed": cfg.seed,
         "selection": {"metric": f"personal/val/{metric}/macro", "best_round": best.round},
-        "metrics": {**best.summary, "train_loss/final_round": mean_train_loss(last)},
+        "metrics": {**best.summary, **({"train_loss/final_round": mean_train_loss(last)} if kind.rounds else {})},
         "final_metrics": last.summary,
         "per_client": per_client,
         "communication": {

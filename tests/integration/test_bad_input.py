@@ -16,26 +16,10 @@ from fedloom.cli import main
 from fedloom.errors import ConfigError
 from fedloom.runtime.flower.identity import public_key
 from tests.conftest import SHARED_DATA
+from tests.integration.cli_check import TINY, fails
 
 pytestmark = pytest.mark.integration
 shared = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data not present")
-
-TINY = ["--backbone", "tiny-random-llama", "--rounds", "1", "--set", "train.steps=1", "--set", "train.batch_size=4",
-        "--set", "data.synthetic.sectors=2", "--set", "data.synthetic.stocks_per_sector=2",
-        "--set", "data.synthetic.days=12", "--set", "data.feature_cache=false", "--set", "adapter.rank=2"]  # fmt: skip
-
-
-def fails(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
-    """The error line of ``fedloom ARGV`` (after any progress lines), which must exit with status 2."""
-    monkeypatch.setattr(sys, "argv", ["fedloom", *argv])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    err = capsys.readouterr().err.strip()
-    assert exit_info.value.code == 2, err
-    assert "Traceback" not in err and [line for line in err.splitlines() if "error" in line.lower()] == [
-        err.splitlines()[-1]
-    ], err
-    return err.splitlines()[-1]
 
 
 @pytest.mark.parametrize(

@@ -20,22 +20,9 @@ from fedloom.runs.config import config_digest, dump_config
 from fedloom.runs.rundir import MARKER, RunDirectory, claim_run_dir
 from fedloom.runtime.checkpoint import Checkpoint, CheckpointStore
 from tests.conftest import small_config
+from tests.integration.cli_check import TINY, fails
 
 pytestmark = pytest.mark.integration
-
-TINY = ["--backbone", "tiny-random-llama", "--rounds", "1", "--set", "train.steps=1", "--set", "train.batch_size=4",
-        "--set", "data.synthetic.sectors=2", "--set", "data.synthetic.stocks_per_sector=2",
-        "--set", "data.synthetic.days=12", "--set", "data.feature_cache=false", "--set", "adapter.rank=2"]  # fmt: skip
-
-
-def _fails(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> str:
-    monkeypatch.setattr(sys, "argv", ["fedloom", *argv])
-    with pytest.raises(SystemExit) as exit_info:
-        main()
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1, err
-    return err
 
 
 @pytest.fixture
@@ -50,7 +37,7 @@ def old_run(tmp_path: Path) -> Path:
 
 
 def test_run_into_a_run_directory_is_refused(old_run, monkeypatch, capsys):
-    err = _fails(["run", "--out", str(old_run), *TINY], monkeypatch, capsys)
+    err = fails(["run", "--out", str(old_run), *TINY], monkeypatch, capsys)
     assert f"run directory {old_run} already holds files" in err and "--overwrite" in err
     assert (old_run / "routes.json").is_file()
 
@@ -65,7 +52,7 @@ def test_overwrite_starts_from_an_empty_directory(old_run, monkeypatch):
 @pytest.mark.parametrize(("override", "key"), [("method=rpa", "method"), ("train.lr=0.01", "train.lr")])
 def test_a_refused_resume_leaves_the_config_untouched(old_run, monkeypatch, capsys, override, key):
     before = (old_run / "config.yaml").read_bytes()
-    err = _fails(["run", "--resume", str(old_run), "--set", override], monkeypatch, capsys)
+    err = fails(["run", "--resume", str(old_run), "--set", override], monkeypatch, capsys)
     assert f"cannot change {key} " in err
     assert (old_run / "config.yaml").read_bytes() == before
     assert sorted(p.name for p in old_run.iterdir()) == [MARKER, "config.yaml", "routes.json"]
@@ -76,7 +63,7 @@ def test_resume_cannot_end_before_its_checkpoint(old_run, monkeypatch, capsys):
     CheckpointStore(old_run / "checkpoints").save(
         Checkpoint(2, Record({"w": torch.zeros(1)}), {}, [], config_digest(cfg))
     )
-    err = _fails(["run", "--resume", str(old_run), "--set", "rounds=1"], monkeypatch, capsys)
+    err = fails(["run", "--resume", str(old_run), "--set", "rounds=1"], monkeypatch, capsys)
     assert "rounds=1" in err and "already checkpointed at round 2" in err
 
 
@@ -87,7 +74,7 @@ def test_overwrite_refuses_a_project_folder_with_a_stray_config(tmp_path, monkey
     (tmp_path / ".git").mkdir()
     before = sorted(p.name for p in tmp_path.iterdir())
     monkeypatch.chdir(tmp_path)
-    err = _fails(["run", "--out", ".", "--overwrite", *TINY], monkeypatch, capsys)
+    err = fails(["run", "--out", ".", "--overwrite", *TINY], monkeypatch, capsys)
     assert "is not a fedloom run directory" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
@@ -101,9 +88,9 @@ def test_a_second_run_into_a_running_runs_folder_is_refused_with_its_pid(tmp_pat
         while not (out / "metrics.jsonl").is_file() and first.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert first.poll() is None, first.stderr.read() if first.stderr else ""
-        err = _fails(["run", "--out", str(out), *TINY], monkeypatch, capsys)
+        err = fails(["run", "--out", str(out), *TINY], monkeypatch, capsys)
         assert f"run directory {out} is in use by fedloom process {first.pid};" in err
-        err = _fails(["run", "--resume", str(out)], monkeypatch, capsys)
+        err = fails(["run", "--resume", str(out)], monkeypatch, capsys)
         assert f"in use by fedloom process {first.pid}" in err
     finally:
         first.send_signal(signal.SIGINT)  # stops as Ctrl-C does
@@ -123,7 +110,7 @@ def test_a_run_without_checkpoints_finishes(tmp_path, monkeypatch):
 
 def test_unwritable_out_is_one_line(tmp_path, monkeypatch, capsys):
     (tmp_path / "file").write_text("")
-    err = _fails(["run", "--out", str(tmp_path / "file" / "run"), *TINY], monkeypatch, capsys)
+    err = fails(["run", "--out", str(tmp_path / "file" / "run"), *TINY], monkeypatch, capsys)
     assert "cannot write to the run directory" in err
 
 

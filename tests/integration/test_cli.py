@@ -121,13 +121,13 @@ def test_malformed_yaml_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
 def test_compare_shares_one_workspace(tmp_path, monkeypatch, capsys):
     out = tmp_path / "cmp"
     argv = ["fedloom", "compare", "--methods", "local,fedavg,rpa", "--backbone", "tiny-random-llama",
-            "--rounds", "1", "--out", str(out), *SMALL]  # fmt: skip
-    monkeypatch.setattr(sys, "argv", argv)
+            "--rounds", "1", "--out", str(out), *SMALL, "--set", "data.synthetic.days=45"]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", argv)  # 45 days: 9 test days, two trading weeks for the bootstrap
     main()
     report = (out / "report.md").read_text()
     assert "| local |" in report and "| fedavg |" in report and "| rpa |" in report
-    assert "Per-client gain in `test/ic` over FedAvg" in report and "Spearman" in report
-    assert "Paired block bootstrap vs FedAvg (daily `ic`" in report and "| rpa |" in report.split("bootstrap")[1]
+    assert "Per-client gain in `test/ic` over fedavg" in report and "Spearman" in report
+    assert "Paired block bootstrap vs fedavg (daily `ic`" in report and "| rpa |" in report.split("bootstrap")[1]
     assert (out / "fedavg" / "daily.csv").read_text().startswith("date,ic,rank_ic")
     routes = json.loads((out / "rpa" / "routes.json").read_text())
     assert set(routes["routes"]) == set(routes["group"]) == {"energy", "financials", "technology"}

@@ -1,6 +1,7 @@
 """Daily series of a financial run, the input of significance tests and the regime breakdown.
 
-From every client's personalized model (final round) on its test rows: per date, the macro mean over
+From every client's personalized model on its test rows — the models of the round chosen on validation
+(daily.csv) and of the final round (daily_final.csv), `fedloom.runs.llm` — per date, the macro mean over
 clients of the within-client IC and RankIC (regression, ranking; regression also the pooled MSE
 and MAE) or the pooled accuracy (classification). Seed 000 compares methods on such series with a
 paired block bootstrap over trading weeks (Table 5) and breaks them down by market regime (§4.4).

@@ -28,6 +28,17 @@ class LocalTrainingConfig(BaseModel):
         description="private heads start from each client's own random init, or all from one seeded init "
         "(like a broadcast global model) and then train privately",
     )
+    head_start: Literal["uniform", "zero", "ridge"] = Field(
+        "uniform",
+        description="where a private head starts: uniform (nn.Linear's random init, seed 000's recipe), zero "
+        "(predicts the training mean), ridge (the closed-form ridge fit on the client's training rows of the "
+        "frozen features, α on its validation rows; beyond the seed)",
+    )
+    optimizer_state: Literal["reset", "keep"] = Field(
+        "reset",
+        description="reset: a fresh AdamW every round; keep: each client's AdamW moments carry over to its next "
+        "round, kept in its private state, never sent (seed 000: 'maintained locally')",
+    )
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay of adapter tensors")
     grad_clip: float | None = Field(None, gt=0, description="clip the global gradient norm (None: off)")
     length_buckets: bool = Field(

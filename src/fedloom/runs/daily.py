@@ -17,6 +17,7 @@ import pandas as pd
 from fedloom.algorithms.base import Algorithm, Record
 from fedloom.metrics.cross_section import daily_ic, daily_rank_ic
 from fedloom.metrics.regimes import fit_regime_thresholds, label_regimes, per_regime_mean, regime_stability
+from fedloom.runtime.memory import algorithm_state
 from fedloom.tasks.learner import Learner
 
 POOLED = "_pooled"  # suffix of the daily series computed on the cross-section of all clients' rows
@@ -37,7 +38,7 @@ def test_predictions(
         rows = learner.data.test
         if len(rows) == 0:
             continue
-        model = algorithm.client_model(downloads[cid], clients[cid])
+        model = algorithm.client_model(downloads[cid], algorithm_state(clients[cid]))
         parts.append(
             pd.DataFrame(
                 {

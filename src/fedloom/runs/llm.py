@@ -24,6 +24,7 @@ from fedloom.backbone.peft_io import export_peft
 from fedloom.data.schema import SampleTable
 from fedloom.errors import FedloomError
 from fedloom.progress import Progress
+from fedloom.runs.baseline import constant_baseline
 from fedloom.runs.config import RunConfig, config_digest
 from fedloom.runs.daily import test_predictions
 from fedloom.runs.methods import build_method
@@ -33,6 +34,7 @@ from fedloom.runs.rundir import RunDirectory
 from fedloom.runs.scoring import RoundModels, RoundTest, complete_test, round_models, round_test
 from fedloom.runs.summary import best_round, build_summary
 from fedloom.runs.workspace import Workspace, client_heterogeneity
+from fedloom.runtime.memory import algorithm_state
 from fedloom.runtime.rounds import RoundRecord, Runtime, SimulationResult
 from fedloom.runtime.simulation import InProcessRuntime
 
@@ -69,10 +71,12 @@ def run_method(
                                  synthetic=ws.table.synthetic, env=env, resume=resume, per_client_extra=extra,
                                  complete=complete)  # fmt: skip
     rundir = RunDirectory(out)
-    report = algorithm.final_report(result.server, result.clients, ws.audit())
+    clients = {cid: algorithm_state(state) for cid, state in result.clients.items()}
+    report = algorithm.final_report(result.server, clients, ws.audit())
     write_run_report(rundir, report, f"{cfg.method} on {cfg.dataset}")
     summary.update(report.summary)
     if isinstance(ws.table, SampleTable):
+        summary["baseline"] = constant_baseline(ws.learners)
         predicted = {rnd: t.predictions for rnd, t in tests.items() if t.predictions is not None}
         chosen = summary["selection"]["best_round"]
         summary.update(financial_outputs(cfg, ws, algorithm, result, rundir, chosen, predicted))

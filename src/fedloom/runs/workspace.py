@@ -135,7 +135,8 @@ def _learner(
     head_seed = derive_seed(cfg.seed, "head") if cfg.train.head_init == "shared" else None
     if text_task is not None:
         none = np.zeros(len(table), dtype=np.float32)
-        return Learner(lm, features, none, none.astype("datetime64[D]"), client, text_task)
+        return Learner(lm, features, none, none.astype("datetime64[D]"), client, text_task,
+                       keeps_optimizer=cfg.train.optimizer_state == "keep")  # fmt: skip
     assert isinstance(table, SampleTable)
     numeric = None
     if uses_numeric_side_channel(cfg.data.prompt):
@@ -152,6 +153,8 @@ def _learner(
         eval_targets=table.frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else None,
         side_channel=None if numeric is None else SideChannel.fitted(numeric, client.train),
         head_seed=head_seed,
+        head_start=cfg.train.head_start,
+        keeps_optimizer=cfg.train.optimizer_state == "keep",
     )
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import torch
 
@@ -15,10 +16,11 @@ from fedloom.algorithms.base import Algorithm, ClientModel, ClientUpdate, LocalC
 from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.communication import transmit
 from fedloom.runtime.config import FederationConfig, SecureAggregationConfig
+from fedloom.runtime.memory import algorithm_state, split_memory, with_memory
 from fedloom.runtime.rounds import EVAL_SPLITS, ClientResult, Evaluation, Runtime, SecureRound, empty_evaluation
 from fedloom.runtime.secure import clipped, weighted_mean
 from fedloom.seeding import derive_seed, generator
-from fedloom.tasks.learner import Learner
+from fedloom.tasks.learner import Learner, OptimizerMemory
 
 
 class InProcessClients:
@@ -120,7 +122,13 @@ def client_round(
     runtime (in-process, Flower simulation, deployment) computes the same update."""
     cid = learner.client_id
     torch.manual_seed(derive_seed(seed, "torch", rnd, cid))  # dropout masks
-    return algorithm.local_update(download, state, LocalContext(learner, rnd, generator(seed, "local", rnd, cid)))
+    own, memory = split_memory(state)
+    learner.memory = OptimizerMemory(memory) if learner.keeps_optimizer else None
+    try:
+        update = algorithm.local_update(download, own, LocalContext(learner, rnd, generator(seed, "local", rnd, cid)))
+    finally:
+        kept, learner.memory = learner.memory, None
+    return update if kept is None else replace(update, state=with_memory(update.state, kept.tensors))
 
 
 def evaluate_client(
@@ -135,6 +143,7 @@ def evaluate_client(
 def client_models(algorithm: Algorithm, server: Record, download: Record, state: Record) -> dict[str, ClientModel]:
     """The models a client is evaluated with, by mode: ``personal`` (its own) and, where the method has
     one, ``global`` (the shared model on the client's head)."""
+    state = algorithm_state(state)
     models = {"personal": algorithm.client_model(download, state)}
     shared = algorithm.global_model(server, state)
     return models | ({"global": shared} if shared is not None else {})

@@ -31,6 +31,14 @@ class ClassificationTask:
             HEAD_BIAS: (torch.rand(self.num_classes, generator=generator) * 2 - 1) * bound,
         }
 
+    def least_squares_targets(self, targets: Tensor) -> Tensor:
+        """What a least-squares head regresses on: the one-hot classes, [n, C] (a least-squares classifier)."""
+        return F.one_hot(targets.long(), self.num_classes).float()
+
+    def head_from(self, weight: Tensor, bias: Tensor) -> dict[str, Tensor]:
+        """The head of a least-squares fit (W [C, H], b [C]) as logits."""
+        return {HEAD_WEIGHT: weight.float().reshape(self.num_classes, -1), HEAD_BIAS: bias.float().reshape(-1)}
+
     def logits(self, head: Mapping[str, Tensor], features: Tensor) -> Tensor:
         return features @ head[HEAD_WEIGHT].T + head[HEAD_BIAS]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import Literal, cast
 
 import numpy as np
 import torch
@@ -24,7 +24,8 @@ from fedloom.data.schema import ClientData
 from fedloom.errors import ConfigError
 from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.registry import Task
-from fedloom.tasks.regression import RegressionTask
+from fedloom.tasks.regression import HEAD_BIAS, HEAD_WEIGHT, RegressionTask
+from fedloom.tasks.ridge import ridge, ridge_path
 from fedloom.tasks.side_channel import SideChannel
 
 HEAD_PREFIX = "head."
@@ -46,6 +47,40 @@ class Mixture:
 
 
 SINGLE = Mixture((DEFAULT_SLOT,))
+FROZEN = Mixture(())  # no adapter slot: the frozen model's features
+HeadStart = Literal["uniform", "zero", "ridge"]
+
+
+class OptimizerMemory:
+    """A client's AdamW moments kept from one local update to the next (``train.optimizer_state: keep``):
+    one slot per `Learner.fit` call of an update, in call order (Ditto's global then personal fit keep
+    theirs apart), per trained tensor its ``exp_avg``, ``exp_avg_sq`` and ``step``. A moment whose shape no
+    longer matches its tensor is dropped. The runtime keeps it in the client's private state
+    (`fedloom.runtime.memory`)."""
+
+    FIELDS = ("exp_avg", "exp_avg_sq", "step")
+
+    def __init__(self, tensors: Mapping[str, Tensor] | None = None) -> None:
+        self.tensors: dict[str, Tensor] = dict(tensors or {})
+        self.calls = 0
+
+    def restore(self, optimizer: torch.optim.Optimizer, live: Mapping[str, Tensor], keys: Sequence[str]) -> str:
+        """Put the moments of this fit call's slot into ``optimizer``; the slot's name."""
+        slot, self.calls = str(self.calls), self.calls + 1
+        for key in keys:
+            saved = {f: self.tensors.get(f"{slot}/{key}/{f}") for f in self.FIELDS}
+            if all(v is not None for v in saved.values()) and saved["exp_avg"].shape == live[key].shape:  # type: ignore[union-attr]
+                optimizer.state[live[key]] = {f: v.clone() for f, v in saved.items() if v is not None}
+        return slot
+
+    def keep(
+        self, optimizer: torch.optim.Optimizer, live: Mapping[str, Tensor], keys: Sequence[str], slot: str
+    ) -> None:
+        """Take the moments of ``keys`` out of ``optimizer`` into ``slot``."""
+        for key in keys:
+            state = optimizer.state.get(live[key])
+            if state:
+                self.tensors.update({f"{slot}/{key}/{f}": state[f].detach().clone() for f in self.FIELDS})
 
 
 @dataclass(frozen=True)
@@ -92,10 +127,14 @@ class Learner:
         eval_batch_size: int = 64,
         side_channel: SideChannel | None = None,
         head_seed: int | None = None,
+        head_start: HeadStart = "uniform",
+        keeps_optimizer: bool = False,
     ) -> None:
         """``eval_targets`` (default: ``targets``) are what metrics compare with, e.g. the raw return
         where training uses a normalized label (Qlib ranking); ``side_channel`` feeds covariates to
-        the head beside the pooled hidden state; ``head_seed`` gives every client the same head init."""
+        the head beside the pooled hidden state; ``head_seed`` gives every client the same head init;
+        ``head_start`` where the head starts (`init_head`); ``keeps_optimizer``: the client's AdamW
+        moments carry over from round to round (`OptimizerMemory`, set by the runtime for an update)."""
         self.lm = lm
         self.features = features
         self.targets = torch.as_tensor(targets, dtype=torch.float32)
@@ -108,6 +147,9 @@ class Learner:
         self.eval_batch_size = eval_batch_size
         self.side_channel = side_channel
         self.head_seed = head_seed
+        self.head_start = head_start
+        self.keeps_optimizer = keeps_optimizer
+        self.memory: OptimizerMemory | None = None
 
     @property
     def client_id(self) -> str:
@@ -125,13 +167,42 @@ class Learner:
         return out
 
     def init_head(self, generator: torch.Generator) -> dict[str, Tensor]:
-        """A fresh private head from ``generator``, or from the shared ``head_seed`` stream when set."""
+        """A fresh private head: ``uniform``, ``nn.Linear``'s random init from ``generator`` (or from the
+        shared ``head_seed`` stream when set; seed 000's recipe); ``zero``, weights and bias 0 (predicts
+        the training mean); ``ridge``, the closed-form ridge fit on this client's training rows of the
+        frozen model's features, α chosen on its validation rows (`fedloom.tasks.ridge`)."""
         if self.head_seed is not None:
             generator = torch.Generator().manual_seed(self.head_seed)
         if self.side_channel is None:
-            return self.task.init_head(self.lm.hidden_size, generator)
-        width = self.lm.hidden_size + self.side_channel.width
-        return {**self.task.init_head(width, generator), **self.side_channel.init(generator)}
+            head = self.task.init_head(self.lm.hidden_size, generator)
+        else:
+            width = self.lm.hidden_size + self.side_channel.width
+            head = {**self.task.init_head(width, generator), **self.side_channel.init(generator)}
+        if self.head_start == "uniform" or isinstance(self.task, GenerationTask):
+            return head
+        if self.head_start == "zero":
+            return {
+                **head,
+                HEAD_WEIGHT: torch.zeros_like(head[HEAD_WEIGHT]),
+                HEAD_BIAS: torch.zeros_like(head[HEAD_BIAS]),
+            }
+        return {**head, **self._ridge_head(head)}
+
+    @torch.no_grad()
+    def _ridge_head(self, head: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """The least-squares head on the frozen features of the training rows (+ the side channel at its
+        init), α by the task loss on the validation rows (none: α = the feature width)."""
+        task = self.task
+        assert not isinstance(task, GenerationTask)
+        train, val = self.data.train, self.data.split("val")
+        x = self.head_features(head, train, mixture=FROZEN)
+        y = task.least_squares_targets(self.targets[torch.as_tensor(train)])
+        if len(val):
+            xv, yv = self.head_features(head, val, mixture=FROZEN), self.targets[torch.as_tensor(val)]
+            weight, bias, _ = ridge_path(x, y, lambda w, b: float(task.loss(task.head_from(w, b), xv, yv)))
+        else:
+            weight, bias = ridge(x, y, float(x.shape[1]))
+        return task.head_from(weight, bias)
 
     def head_features(
         self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
@@ -197,6 +268,8 @@ class Learner:
         optimizer = torch.optim.AdamW(
             [{"params": [live[k] for k in g.keys], "lr": g.lr, "weight_decay": g.weight_decay} for g in groups]
         )
+        ordered = list(dict.fromkeys(k for g in groups for k in g.keys))
+        slot = self.memory.restore(optimizer, live, ordered) if self.memory is not None else None
         batches = (
             list(schedule)
             if schedule is not None
@@ -215,10 +288,11 @@ class Learner:
                 grad.add_(offset)
             if optimization.grad_clip is not None:
                 # in the groups' key order: a set's order follows the hash seed, and so would the norm's sum
-                ordered = dict.fromkeys(k for g in groups for k in g.keys)
                 torch.nn.utils.clip_grad_norm_([live[k] for k in ordered], optimization.grad_clip)
             optimizer.step()
             losses.append(float(loss.detach()))
+        if self.memory is not None and slot is not None:
+            self.memory.keep(optimizer, live, ordered, slot)
         out = {k: v.detach() for k, v in live.items()}
         return FitResult(out, float(np.mean(losses)) if losses else float("nan"), len(batches), sum(map(len, batches)))
 

@@ -41,6 +41,14 @@ class RegressionTask:
             HEAD_BIAS: (torch.rand(1, generator=generator) * 2 - 1) * bound,
         }
 
+    def least_squares_targets(self, targets: Tensor) -> Tensor:
+        """What a least-squares head regresses on: the standardized targets, [n, 1]."""
+        return ((targets - self.target_mean) / self.target_std).reshape(-1, 1)
+
+    def head_from(self, weight: Tensor, bias: Tensor) -> dict[str, Tensor]:
+        """The head of a least-squares fit (W [1, H], b [1])."""
+        return {HEAD_WEIGHT: weight.float().reshape(1, -1), HEAD_BIAS: bias.float().reshape(1)}
+
     def scores(self, head: Mapping[str, Tensor], features: Tensor) -> Tensor:
         """Standardized predictions [B] from pooled features [B, H] (eq. 6)."""
         return features @ head[HEAD_WEIGHT].reshape(-1) + head[HEAD_BIAS].reshape(())

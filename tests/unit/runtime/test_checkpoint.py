@@ -181,22 +181,28 @@ def test_latest_pointing_at_another_round_with_the_newest_digest_is_refused(tmp_
         store.load()
 
 
-@pytest.mark.parametrize("method", ["fedavg", "rpa-improved"])
+@pytest.mark.parametrize("method", ["fedavg", "rpa-improved", "fedavg-kept-optimizer"])
 def test_resume_after_round_2_of_4_is_bit_exact(tmp_path, method):
     """Also for RPA's improved routing, whose round-2 checkpoint sits inside its 3-round warm-up (summed
-    sketches per client, prototype velocity)."""
+    sketches per client, prototype velocity), and for clients that keep their AdamW moments from round to
+    round (train.optimizer_state: keep, with ridge heads): the moments are in the checkpointed states."""
     run_cfg = small_config(method="rpa", **{"methods.rpa.routing": "improved", "methods.rpa.warm_start_rounds": 3})
-    ws = prepare_workspace(small_config())
+    kept = method == "fedavg-kept-optimizer"
+    recipe = {"train.optimizer_state": "keep", "train.head_start": "ridge"} if kept else {}
+    ws = prepare_workspace(small_config(**recipe))
     cfg = FederationConfig(fraction=0.67, eval_every=2)
 
     def runtime():
-        algorithm = FedAvg(small_config().train) if method == "fedavg" else build_method(run_cfg, ws.lm, server=True)
+        fedavg = method.startswith("fedavg")
+        algorithm = FedAvg(small_config().train) if fedavg else build_method(run_cfg, ws.lm, server=True)
         return InProcessRuntime(algorithm, ws.learners, cfg, seed=3)
 
     straight = runtime().run(ws.shared_init, rounds=4)
     store = CheckpointStore(tmp_path)
     runtime().run(ws.shared_init, rounds=2, checkpoints=store)
-    if method != "fedavg":  # the checkpoint holds the warm-up's per-client sums and the velocity
+    if kept:  # the moments travel in the private states, under the memory prefix, never in an upload
+        assert all(any(k.startswith("optim/") for k in s.tensors) for s in store.load().clients.values())
+    if method == "rpa-improved":  # the checkpoint holds the warm-up's per-client sums and the velocity
         saved = store.load().server.tensors
         assert "velocity" in saved and any(k.startswith("sketch/") for k in saved)
     resumed = runtime().run(ws.shared_init, rounds=4, resume_from=store.load())

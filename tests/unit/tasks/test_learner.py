@@ -145,3 +145,53 @@ def test_length_bucketed_prediction_returns_row_order(learner):
     head = {k: v for k, v in params.items() if k.startswith(HEAD_PREFIX)}
     alone = [learner.task.predict(head, learner.head_features(params, rows[i : i + 1])) for i in range(len(rows))]
     np.testing.assert_allclose(learner.predict(params, "test"), torch.cat(alone).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_ridge_head_starts_at_the_ridge_fit_of_the_frozen_features(learner):
+    """head_start: ridge is sklearn's Ridge on the frozen features (standardized), α from the validation
+    rows; its training loss is below the training mean's (½ on standardized targets)."""
+    from sklearn.linear_model import Ridge
+
+    from fedloom.tasks.learner import FROZEN
+    from fedloom.tasks.ridge import ALPHAS
+
+    learner.head_start = "ridge"
+    head = learner.init_head(torch.Generator().manual_seed(0))
+    train, val = learner.data.train, learner.data.split("val")
+    x = learner.pooled({}, train, mixture=FROZEN).double().numpy()
+    y = ((learner.targets[train] - learner.task.target_mean) / learner.task.target_std).double().numpy()
+    mu, sd = x.mean(0), np.where(x.std(0) > 0, x.std(0), 1.0)
+    xv = (learner.pooled({}, val, mixture=FROZEN).double().numpy() - mu) / sd
+    yv = ((learner.targets[val] - learner.task.target_mean) / learner.task.target_std).double().numpy()
+    fits = [Ridge(alpha=a).fit((x - mu) / sd, y) for a in ALPHAS]
+    best = min(fits, key=lambda m: (float(np.mean((m.predict(xv) - yv) ** 2)), -m.alpha))
+    ours = (x @ head["head.weight"].double().numpy().T).ravel() + float(head["head.bias"])
+    np.testing.assert_allclose(ours, best.predict((x - mu) / sd), rtol=1e-4, atol=1e-4)
+    assert float(learner.loss(head, train, mixture=FROZEN)) < 0.5
+
+
+def test_a_zero_head_predicts_the_training_mean(learner):
+    from fedloom.tasks.learner import FROZEN
+
+    learner.head_start = "zero"
+    head = learner.init_head(torch.Generator().manual_seed(0))
+    assert float(learner.loss(head, learner.data.train, mixture=FROZEN)) == pytest.approx(0.5, rel=1e-5)
+
+
+def test_the_optimizer_memory_carries_adams_moments_into_the_next_fit(learner):
+    from fedloom.tasks.learner import OptimizerMemory
+
+    params = _params(learner)
+    opt = _opt([k for k in params if k.startswith(HEAD_PREFIX)], 1e-2)
+    learner.memory = OptimizerMemory()
+    first = learner.fit(params, opt, steps=3, generator=torch.Generator().manual_seed(1))
+    memory = learner.memory.tensors
+    assert set(memory) == {f"0/{k}/{f}" for k in opt.groups[0].keys for f in ("exp_avg", "exp_avg_sq", "step")}
+    assert float(memory["0/head.weight/step"]) == 3
+    kept = learner.fit(first.params, opt, steps=1, generator=torch.Generator().manual_seed(2))  # slot 1: fresh
+    learner.memory = OptimizerMemory(memory)
+    resumed = learner.fit(first.params, opt, steps=1, generator=torch.Generator().manual_seed(2))  # slot 0 again
+    learner.memory = None
+    fresh = learner.fit(first.params, opt, steps=1, generator=torch.Generator().manual_seed(2))
+    assert torch.equal(kept.params["head.weight"], fresh.params["head.weight"])  # another slot starts fresh
+    assert not torch.equal(resumed.params["head.weight"], fresh.params["head.weight"])  # moments restored

@@ -76,6 +76,7 @@ class NetLearner(Learner):
         )
         self.dates, self.data, self.task = dates, data, task
         self.eval_batch_size, self.side_channel, self.head_seed = eval_batch_size, None, head_seed
+        self.head_start, self.keeps_optimizer, self.memory = "uniform", False, None  # the reference's own recipe
 
     def init_head(self, generator: torch.Generator) -> dict[str, Tensor]:
         if self.head_seed is not None:

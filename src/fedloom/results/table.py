@@ -27,6 +27,7 @@ from fedloom.results.load import DAILY_FILES, RunResult
 from fedloom.runs.report import LABELS, metric_names, summary_key
 
 CROSS_SECTION = (("rank_ic", "pooled RankIC"), ("ic", "pooled IC"))
+CONSTANT_SCORED = ("mse", "mae", "accuracy", "mcc")  # metrics a constant predictor has (its IC is undefined)
 PORTFOLIO = (("annualized_return", "excess AR"), ("information_ratio", "IR"), ("max_drawdown", "MDD"))
 
 
@@ -73,14 +74,20 @@ class ResultTable:
 
 def default_columns(summary: Mapping[str, Any]) -> list[Column]:
     """Test metrics at the round chosen on validation (primary first), the primary metric of the final
-    models, the IC / RankIC of the pooled cross-section and the TopkDropout portfolio where the run has
-    them, then communication and time per round."""
+    models, the last round's mean train loss beside the trivial predictor's (its train loss and test
+    scores: `fedloom.runs.baseline`), the IC / RankIC of the pooled cross-section and the TopkDropout
+    portfolio where the run has them, then communication and time per round."""
     names = metric_names(dict(summary))
     columns = [Column(LABELS.get(m, m), ("metrics", summary_key(m)), higher_is_better(m)) for m in names]
     if names:
         primary = names[0]
         label = f"{LABELS.get(primary, primary)} final"
         columns.append(Column(label, ("final_metrics", summary_key(primary)), higher_is_better(primary)))
+    if "baseline" in summary:  # the trivial predictor beside the row (sanity before tables): training loss and test
+        columns.append(Column("train loss", ("metrics", "train_loss/final_round"), False))
+        columns.append(Column("train loss const", ("baseline", "train_loss"), None))
+        columns += [Column(f"{LABELS.get(m, m)} const", ("baseline", summary_key(m).removeprefix("personal/")), None)
+                    for m in names if m in CONSTANT_SCORED]  # fmt: skip
     if "cross_section" in summary:  # every client's test stocks ranked as one universe per day (Qlib's IC)
         columns += [Column(label, ("cross_section", key), True) for key, label in CROSS_SECTION]
     if "portfolio" in summary:

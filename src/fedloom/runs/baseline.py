@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-from sklearn.dummy import DummyClassifier, DummyRegressor
-
 from fedloom.runtime.rounds import Evaluation, summarize
 from fedloom.tasks.classification import ClassificationTask
 from fedloom.tasks.generation import GenerationTask
@@ -23,6 +21,8 @@ SPLITS = ("train", "val", "test")
 
 def constant_baseline(learners: Mapping[str, Learner]) -> dict[str, float]:
     """The trivial predictor's scores over the clients (empty for text tasks)."""
+    from sklearn.dummy import DummyClassifier, DummyRegressor  # on use: a run's start-up stays light
+
     sizes = {split: {cid: len(lrn.data.split(split)) for cid, lrn in learners.items()} for split in SPLITS}
     evaluation: Evaluation = {"personal": {split: {} for split in SPLITS}}
     losses = []

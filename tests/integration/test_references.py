@@ -39,7 +39,7 @@ SMALL_CSI300 = [
     "--set", "portfolio.topk=10", "--set", "portfolio.n_drop=2", "--set", "references.threads=1",
     "--set", "references.lightgbm.num_boost_round=60", "--set", "references.xgboost.num_boost_round=60",
     "--set", "references.catboost.num_boost_round=60", "--set", "references.mlp.max_steps=200",
-    "--set", "references.mlp.batch_rows=512", *DATA,
+    "--set", "references.mlp.batch_rows=512", "--set", "references.ridge_probe.inputs=covariates", *DATA,
     *TINY_SEQUENCES,
     # Qlib's LightGBM lambda_l1 205.7 / lambda_l2 581 are sized for ~10^5 rows: on 1,200 nothing splits
     "--set", "references.lightgbm.lambda_l1=1", "--set", "references.lightgbm.lambda_l2=1",

@@ -34,6 +34,12 @@ class LocalTrainingConfig(BaseModel):
         "(predicts the training mean), ridge (the closed-form ridge fit on the client's training rows of the "
         "frozen features, α on its validation rows; beyond the seed)",
     )
+    head_input: Literal["raw", "standardized"] = Field(
+        "raw",
+        description="what the private head reads: raw (the pooled hidden state, seed 000's recipe) or standardized "
+        "(each dimension shifted and scaled by the client's own training-row statistics of the frozen model's "
+        "pooled state, private like the head; beyond the seed)",
+    )
     optimizer_state: Literal["reset", "keep"] = Field(
         "reset",
         description="reset: a fresh AdamW every round; keep: each client's AdamW moments carry over to its next "

@@ -8,7 +8,7 @@ projection.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import torch
 from torch import Tensor
@@ -16,7 +16,15 @@ from transformers import GenerationMixin
 from transformers.masking_utils import create_causal_mask
 
 from fedloom.backbone.loading import Backbone
-from fedloom.backbone.lora import AdapterBank, Binding, LoraSpec
+from fedloom.backbone.lora import (
+    AdapterBank,
+    Binding,
+    LoraLinear,
+    LoraSpec,
+    base_delta_key,
+    lora_a_key,
+    lora_b_key,
+)
 from fedloom.errors import ConfigError
 
 
@@ -47,6 +55,31 @@ class AdaptedLM:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+    @torch.no_grad()
+    def relative_update_norms(self, adapters: Mapping[str, Tensor]) -> list[float]:
+        """‖ΔW‖_F / ‖W‖_F of every adapted matrix and slot in ``adapters``: ΔW = s·B A (+ the folded
+        ``base_delta`` where a method keeps one), W the frozen weight. How far an adapter moved the model."""
+        out = []
+        for module in self.layout.modules:
+            wrapped = self.model.get_submodule(module.path)
+            assert isinstance(wrapped, LoraLinear)
+            base = wrapped.base.weight.float()
+            folded = adapters.get(base_delta_key(module.path))
+            suffix = ".weight"
+            slots = [
+                k[len(module.path) + 8 : -len(suffix)] for k in adapters if k.startswith(f"{module.path}.lora_A.")
+            ]
+            deltas = [
+                self.layout.spec.scaling(adapters[lora_a_key(module.path, slot)].shape[0])
+                * adapters[lora_b_key(module.path, slot)].float()
+                @ adapters[lora_a_key(module.path, slot)].float()
+                for slot in slots
+            ] or ([torch.zeros_like(base)] if folded is not None else [])
+            for delta in deltas:
+                total = delta if folded is None else delta + folded.float()
+                out.append(float(total.norm() / base.norm()))
+        return out
 
     def run_layers(self, hidden: Tensor, mask: Tensor, layers: Sequence[int]) -> Tensor:
         """Apply the decoder layers ``layers`` (in order) to right-padded hidden states [B, T, H]."""

@@ -23,6 +23,17 @@ class LinearConfig(_Strict):
     fit_intercept: bool = Field(False, description="Qlib's LinearModel default: no intercept")
 
 
+class RidgeProbeConfig(_Strict):
+    """The frozen-feature probe (issue 42, beyond the seed): ridge with an intercept on standardized inputs, α
+    chosen on the validation rows from a fixed grid (`fedloom.tasks.ridge.ALPHAS`)."""
+
+    inputs: Literal["covariates", "state", "both"] = Field(
+        "both",
+        description="covariates: the table's numeric features; state: the frozen LLM's mean-pooled final "
+        "hidden state of each row's prompt (what an LLM row's head reads before any adapter moves); both",
+    )
+
+
 class BoostingConfig(_Strict):
     """Rounds and early stopping shared by the three boosting libraries (Qlib's gbdt.py, xgboost.py,
     catboost_model.py: ``num_boost_round=1000, early_stopping_rounds=50`` on the validation split)."""
@@ -187,7 +198,8 @@ class ReferenceOptions(_Strict):
     mode: Literal["pooled", "local", "federated"] = Field(
         "pooled",
         description="pooled: one model on every client's rows (centralized); local: one model per client; "
-        "federated: a neural reference's network trained by `algorithm` over `rounds` (beyond seed 000)",
+        "federated: a neural reference's network trained by `algorithm` over `rounds`, or the ridge probe "
+        "solved once from the clients' summed moments (beyond seed 000)",
     )
     algorithm: FederatedAlgorithm = Field(
         "fedavg",
@@ -196,6 +208,7 @@ class ReferenceOptions(_Strict):
     )
     threads: int | None = Field(None, ge=1, description="threads of the boosting libraries (None: every core)")
     linear: LinearConfig = LinearConfig()
+    ridge_probe: RidgeProbeConfig = RidgeProbeConfig()
     lightgbm: LightGBMConfig = LightGBMConfig()
     xgboost: XGBoostConfig = XGBoostConfig()
     catboost: CatBoostConfig = CatBoostConfig()

@@ -76,7 +76,8 @@ class NetLearner(Learner):
         )
         self.dates, self.data, self.task = dates, data, task
         self.eval_batch_size, self.side_channel, self.head_seed = eval_batch_size, None, head_seed
-        self.head_start, self.keeps_optimizer, self.memory = "uniform", False, None  # the reference's own recipe
+        self.head_start, self.head_input, self.keeps_optimizer = "uniform", "raw", False  # the reference's recipe
+        self.memory = None
 
     def init_head(self, generator: torch.Generator) -> dict[str, Tensor]:
         if self.head_seed is not None:
@@ -92,6 +93,12 @@ class NetLearner(Learner):
         self.body.train(train)  # dropout on while training, as in the pooled reference
         net = {k.removeprefix(NET_PREFIX): v for k, v in params.items() if not k.startswith(HEAD_PREFIX)}
         return functional_call(self.body, net, (self.x[torch.as_tensor(rows)],))
+
+    def adapter_movement(
+        self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE
+    ) -> dict[str, float]:
+        """A reference's network is trained whole: there is no frozen model and no adapter to measure."""
+        return {}
 
     @torch.no_grad()
     def predict(self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE) -> np.ndarray:

@@ -17,17 +17,26 @@ class ReferenceModel:
     """A reference's builder, what ``fedloom methods`` says about it and the feature layout it reads:
     ``rows`` any numeric columns; ``series`` Alpha360-style lags (`sequence_layout`); ``market`` day t's
     features at lags (``NAME@k``) plus MASTER's market status (`master_layout`); ``concepts`` Alpha360
-    lags plus 0/1 concept memberships (`hist_layout`)."""
+    lags plus 0/1 concept memberships (`hist_layout`). ``one_pass_federated``: ``references.mode:
+    federated`` fits it in one pass from the clients' sufficient statistics (`federated_fit`) instead of
+    training a network round by round."""
 
     build: Builder
     summary: str
     reads: Literal["rows", "series", "market", "concepts"] = "rows"
+    one_pass_federated: bool = False
 
 
 def _linear(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
     from fedloom.references.linear import LinearReference
 
     return LinearReference(o.linear, objective, seed)
+
+
+def _ridge_probe(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
+    from fedloom.references.ridge_probe import RidgeProbe
+
+    return RidgeProbe(objective)
 
 
 def _lightgbm(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
@@ -83,6 +92,11 @@ def _master(o: ReferenceOptions, objective: Objective, features: Sequence[str], 
 
 REFERENCES: dict[str, ReferenceModel] = {
     "linear": ReferenceModel(_linear, "reference: OLS / ridge on the numeric features (Qlib Linear)"),
+    "ridge-probe": ReferenceModel(
+        _ridge_probe,
+        "reference: ridge on covariates / the frozen LLM state / both, α on val; federated: exact in one round",
+        one_pass_federated=True,
+    ),
     "lightgbm": ReferenceModel(_lightgbm, "reference: LightGBM, Qlib Alpha158 settings, early-stopped on val"),
     "xgboost": ReferenceModel(_xgboost, "reference: XGBoost, Qlib Alpha158 settings, early-stopped on val"),
     "catboost": ReferenceModel(_catboost, "reference: CatBoost, Qlib Alpha158 settings, early-stopped on val"),

@@ -1,5 +1,6 @@
-"""Train a reference pooled (one model on every client's rows: the centralized, non-private yardstick)
-or local-only (one model per client on its own rows), and score every validation and test row."""
+"""Train a reference pooled (one model on every client's rows: the centralized, non-private yardstick),
+local-only (one model per client on its own rows) or, for a reference fitted from sufficient statistics
+(the ridge probe), federated in one pass, and score every validation and test row."""
 
 from __future__ import annotations
 
@@ -34,6 +35,8 @@ def fit_and_score(
     keyed ``pooled`` or by client; ``features`` names the columns of ``x``, ``days`` dates its rows.
     ``progress`` hears of each fit and, from the neural references, of each validation check."""
     scores = np.full(len(y), np.nan, dtype=np.float32)
+    if options.mode == "federated":
+        return federated_fit(name, options, objective, features, x, y, clients, seed, scores)
     groups = {"pooled": list(clients)} if options.mode == "pooled" else {c.client_id: [c] for c in clients}
     progress = progress or SilentProgress()
     advance = progress.task(f"fitting {name} ({options.mode}, {len(groups)} model{'s' * (len(groups) > 1)})",
@@ -57,3 +60,33 @@ def fit_and_score(
                             name, key, fits[key], len(train))  # fmt: skip
         advance(1)
     return scores, fits
+
+
+def federated_fit(
+    name: str,
+    options: ReferenceOptions,
+    objective: Objective,
+    features: Sequence[str],
+    x: np.ndarray,
+    y: np.ndarray,
+    clients: Sequence[ClientData],
+    seed: int,
+    scores: np.ndarray,
+) -> tuple[np.ndarray, dict[str, dict[str, float]]]:
+    """One round of a one-pass federated reference: each client's training and validation moments (its
+    rows never leave it), the server's solve on their sums, the one model scoring every client's rows."""
+    from fedloom.references.ridge_probe import RidgeProbe
+
+    model = REFERENCES[name].build(options, objective, features, derive_seed(seed, "reference", "federated") % 2**31)
+    if not isinstance(model, RidgeProbe):
+        raise TypeError(f"{name} has no one-pass federated fit")
+    train = [model.moments(Fold(x[c.train], y[c.train])) for c in clients if len(c.train)]
+    valid = [model.moments(Fold(x[c.val], y[c.val])) for c in clients if len(c.val)]
+    if not train:
+        raise ValueError(f"{name} (federated): no client has training rows")
+    info = model.fit_moments(train, valid)
+    scored = np.concatenate([np.concatenate([c.val, c.test]) for c in clients])
+    if len(scored):
+        scores[scored] = model.predict(x[scored])
+    rows = float(sum(len(c.train) for c in clients))
+    return scores, {"federated": {"train_rows": rows, "clients": float(len(train)), **info}}

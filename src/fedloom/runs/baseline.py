@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
+
 from fedloom.runtime.rounds import Evaluation, summarize
 from fedloom.tasks.classification import ClassificationTask
 from fedloom.tasks.generation import GenerationTask

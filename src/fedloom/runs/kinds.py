@@ -6,8 +6,8 @@ the LLM or a structured reference, and how that reference is trained.
 * ``federated-reference``: ``method`` names a reference's network (``references.mode: federated``), the
   algorithm is ``references.algorithm``; trained round by round; workspace: the network, one learner per
   client.
-* ``reference``: ``method`` is a reference model fitted in one pass (``references.mode``: pooled / local);
-  no algorithm, no workspace.
+* ``reference``: ``method`` is a reference model fitted in one pass (``references.mode``: pooled / local, or
+  federated for a reference solved from the clients' sums: the ridge probe); no algorithm, no workspace.
 
 Each kind supplies its workspace and its trainer; the run directory's tail (summary.json, the daily and
 portfolio outputs, report.md) is written by the trainers through `fedloom.runs.outputs`. Callables import
@@ -91,7 +91,8 @@ def kind_of(cfg: RunConfig) -> RunKind:
     """The kind of run ``cfg`` makes."""
     if cfg.method not in REFERENCES:
         return KINDS["llm"]
-    return KINDS["federated-reference" if cfg.references.mode == "federated" else "reference"]
+    rounds = cfg.references.mode == "federated" and not REFERENCES[cfg.method].one_pass_federated
+    return KINDS["federated-reference" if rounds else "reference"]
 
 
 def require_backbone(cfg: RunConfig, where: str) -> None:

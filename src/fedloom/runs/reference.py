@@ -89,6 +89,43 @@ def federated_workspace(cfg: RunConfig) -> Workspace:
     return Workspace(None, table, learners, body_tensors(body), {"data": time.perf_counter() - t0})
 
 
+def reference_inputs(
+    cfg: RunConfig, table: SampleTable, progress: Progress | None = None
+) -> tuple[list[str], np.ndarray]:
+    """The columns a one-pass reference reads and their names: the table's covariates, and for the ridge
+    probe (``references.ridge_probe.inputs``: state / both) the frozen LLM's pooled state of every row."""
+    covariates = table.frame[list(table.covariates)].to_numpy(np.float32)
+    inputs = cfg.references.ridge_probe.inputs if cfg.method == "ridge-probe" else "covariates"
+    if inputs == "covariates":
+        return list(table.covariates), covariates
+    state = frozen_state(cfg, table, progress)
+    names = [f"state_{i}" for i in range(state.shape[1])]
+    if inputs == "state":
+        return names, state
+    return [*table.covariates, *names], np.concatenate([covariates, state], axis=1)
+
+
+def frozen_state(cfg: RunConfig, table: SampleTable, progress: Progress | None = None) -> np.ndarray:
+    """[len(table), H]: the frozen backbone's mean-pooled final hidden state of every client row's prompt
+    (eq. 5 without adapters: what an LLM row's head reads at round 0), through the run's feature cache."""
+    from fedloom.runs.workspace import prepare_workspace
+    from fedloom.tasks.learner import FROZEN
+
+    ws = prepare_workspace(cfg, progress)
+    if len(ws.table) != len(table):
+        raise ConfigError(
+            f"{cfg.dataset}: the workspace's table has {len(ws.table)} rows, the reference's {len(table)}"
+        )
+    assert ws.lm is not None
+    state = np.full((len(table), ws.lm.hidden_size), np.nan, dtype=np.float32)
+    with torch.no_grad():
+        for learner in ws.learners.values():
+            rows, size = np.concatenate([learner.data.split(s) for s in ("train", "val", "test")]), 64
+            for i in range(0, len(rows), size):
+                state[rows[i : i + size]] = learner.pooled({}, rows[i : i + size], mixture=FROZEN).numpy()
+    return state
+
+
 def _objective(table: SampleTable) -> Objective:
     if table.task_kind == "classification":
         return Objective("classification", table.num_classes or 2)
@@ -102,12 +139,12 @@ def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -
     t0 = time.perf_counter()
     table = reference_table(cfg)
     clients = data_owners(cfg, table)
-    setup = time.perf_counter() - t0
     frame, options = table.frame, cfg.references
-    x = frame[list(table.covariates)].to_numpy(np.float32)
+    features, x = reference_inputs(cfg, table, progress)
+    setup = time.perf_counter() - t0
     objective = _objective(table)
     t0 = time.perf_counter()
-    scores, fit_info = fit_and_score(cfg.method, options, objective, table.covariates, x, table.targets,
+    scores, fit_info = fit_and_score(cfg.method, options, objective, features, x, table.targets,
                                      table.dates, clients, cfg.seed, progress)  # fmt: skip
     wall = time.perf_counter() - t0
     eval_targets = frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else table.targets

@@ -154,6 +154,7 @@ def _learner(
         side_channel=None if numeric is None else SideChannel.fitted(numeric, client.train),
         head_seed=head_seed,
         head_start=cfg.train.head_start,
+        head_input=cfg.train.head_input,
         keeps_optimizer=cfg.train.optimizer_state == "keep",
     )
 

@@ -131,13 +131,20 @@ def client_round(
     return update if kept is None else replace(update, state=with_memory(update.state, kept.tensors))
 
 
+ADAPTER_MODE = "adapter"  # evaluation's diagnostics mode: ‖ΔW‖/‖W‖ and the adapter's contribution
+
+
 def evaluate_client(
     algorithm: Algorithm, learner: Learner, server: Record, download: Record, state: Record,
     splits: Sequence[str] = EVAL_SPLITS,
 ) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
-    """mode → split → metrics of one client: its personalized model and, where one exists, the global."""
+    """mode → split → metrics of one client: its personalized model and, where one exists, the global; and
+    under mode ``adapter`` how far the personalized model's adapter moved it (`Learner.adapter_movement`)."""
     models = client_models(algorithm, server, download, state)
-    return {mode: {s: learner.evaluate(m.params, s, m.mixture) for s in splits} for mode, m in models.items()}
+    out = {mode: {s: learner.evaluate(m.params, s, m.mixture) for s in splits} for mode, m in models.items()}
+    personal = models["personal"]
+    movement = {s: learner.adapter_movement(personal.params, s, personal.mixture) for s in splits if s == "val"}
+    return out | ({ADAPTER_MODE: movement} if any(movement.values()) else {})
 
 
 def client_models(algorithm: Algorithm, server: Record, download: Record, state: Record) -> dict[str, ClientModel]:

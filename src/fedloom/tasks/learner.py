@@ -22,6 +22,7 @@ from fedloom.backbone.lora import DEFAULT_SLOT, Binding
 from fedloom.backbone.model import AdaptedLM
 from fedloom.data.schema import ClientData
 from fedloom.errors import ConfigError
+from fedloom.tasks.classification import ClassificationTask
 from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.registry import Task
 from fedloom.tasks.regression import HEAD_BIAS, HEAD_WEIGHT, RegressionTask
@@ -49,6 +50,7 @@ class Mixture:
 SINGLE = Mixture((DEFAULT_SLOT,))
 FROZEN = Mixture(())  # no adapter slot: the frozen model's features
 HeadStart = Literal["uniform", "zero", "ridge"]
+HeadInput = Literal["raw", "standardized"]
 
 
 class OptimizerMemory:
@@ -129,6 +131,7 @@ class Learner:
         head_seed: int | None = None,
         head_start: HeadStart = "uniform",
         keeps_optimizer: bool = False,
+        head_input: HeadInput = "raw",
     ) -> None:
         """``eval_targets`` (default: ``targets``) are what metrics compare with, e.g. the raw return
         where training uses a normalized label (Qlib ranking); ``side_channel`` feeds covariates to
@@ -149,7 +152,9 @@ class Learner:
         self.head_seed = head_seed
         self.head_start = head_start
         self.keeps_optimizer = keeps_optimizer
+        self.head_input = head_input
         self.memory: OptimizerMemory | None = None
+        self._standardizer: tuple[Tensor, Tensor] | None = None
 
     @property
     def client_id(self) -> str:
@@ -207,9 +212,26 @@ class Learner:
     def head_features(
         self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
     ) -> Tensor:
-        """What the head reads: the pooled hidden state, plus the side channel when there is one."""
+        """What the head reads: the pooled hidden state (standardized with ``head_input: standardized``), plus
+        the side channel when there is one."""
         pooled = self.pooled(params, rows, train, mixture)
+        if self.head_input == "standardized":
+            shift, scale = self.standardizer()
+            pooled = (pooled - shift) / scale
         return pooled if self.side_channel is None else self.side_channel.features(_head(params), pooled, rows)
+
+    @torch.no_grad()
+    def standardizer(self) -> tuple[Tensor, Tensor]:
+        """The shift and scale [H] of ``head_input: standardized``: mean and std of the frozen model's pooled
+        state over this client's training rows (a constant dimension keeps scale 1). Fixed for the run and
+        computed from the client's own rows alone, so it is private, never sent and the same after a resume."""
+        if self._standardizer is None:
+            train, size = self.data.train, self.eval_batch_size
+            parts = [self.pooled({}, train[i : i + size], mixture=FROZEN) for i in range(0, len(train), size)]
+            x = torch.cat(parts).double()
+            std = x.std(0, correction=0) if len(x) > 1 else torch.zeros(x.shape[1], dtype=x.dtype)
+            self._standardizer = (x.mean(0).float(), torch.where(std > 1e-6, std, 1.0).float())
+        return self._standardizer
 
     def pooled(
         self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
@@ -344,6 +366,24 @@ class Learner:
         if isinstance(task, GenerationTask):
             return self._evaluate_text(task, params, rows, mixture)
         return self.metrics(self.predict(params, split, mixture), split)
+
+    @torch.no_grad()
+    def adapter_movement(
+        self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE
+    ) -> dict[str, float]:
+        """How much the adapter matters (issue 42): ``delta_w_rel_mean`` / ``_max``, ‖ΔW‖/‖W‖ over the adapted
+        matrices (`AdaptedLM.relative_update_norms`), and on ``split``'s rows ``contribution``: the
+        std of the change of the predictions when every adapter tensor is removed (the frozen model, same
+        head) over the std of the predictions, or for classes the fraction of rows whose class changes."""
+        norms = self.lm.relative_update_norms({k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)})
+        out = {"delta_w_rel_mean": float(np.mean(norms)), "delta_w_rel_max": float(np.max(norms))} if norms else {}
+        if isinstance(self.task, GenerationTask) or len(self.data.split(split)) < 2:
+            return out
+        adapted, frozen = self.predict(params, split, mixture), self.predict(_head(params), split, FROZEN)
+        if isinstance(self.task, ClassificationTask):
+            return out | {"contribution": float(np.mean(adapted != frozen))}
+        spread = float(np.std(adapted))
+        return out | {"contribution": float(np.std(adapted - frozen)) / spread if spread > 0 else 0.0}
 
     def metrics(self, predictions: np.ndarray, split: str) -> dict[str, float]:
         """The task's metrics of ``predictions`` (`predict`'s output: this client's ``split`` rows in order)."""

@@ -101,8 +101,12 @@ def test_evaluation_schedule_and_summaries(workspace):
     assert [r.evaluation is not None for r in hist] == [False, True, True]
     s = hist[-1].summary
     assert {"personal/test/ic/macro", "personal/test/mse/weighted", "personal/val/rank_ic/worst25"} <= set(s)
-    assert set(hist[-1].evaluation) == {"personal"}  # FedAvg: the global model is the personalized one
+    # FedAvg: the global model is the personalized one; ``adapter``: how far it moved (val rows only)
+    assert set(hist[-1].evaluation) == {"personal", "adapter"}
     assert set(hist[-1].evaluation["personal"]["test"]) == set(workspace.learners)
+    movement = hist[-1].evaluation["adapter"]
+    assert movement["test"] == {} and set(movement["val"]) == set(workspace.learners)
+    assert all(v["delta_w_rel_max"] > 0 and v["contribution"] > 0 for v in movement["val"].values())
 
 
 class Tampering(FedAvg):

@@ -156,7 +156,11 @@ def test_evaluate_reproduces_the_final_round_and_switches_evaluation_settings(tm
         monkeypatch.setattr(sys, "argv", ["fedloom", "evaluate", str(out), *sets])
         main()
         results[name] = json.loads(next((out / "evaluations").glob(f"*{name}*.json")).read_text())
-    assert results["as-trained"]["metrics"] == pytest.approx(final, rel=1e-6)  # the same models (float round-off)
+    again = results["as-trained"]["metrics"]
+    assert again.keys() == final.keys()
+    for key, value in final.items():  # the same models (float round-off); the adapter's contribution is a
+        # std of the difference of two nearly equal predictions, so its round-off is amplified
+        assert again[key] == pytest.approx(value, rel=1e-4 if key.startswith("adapter/") else 1e-6), key
     assert results["keep"]["overrides"] == ["methods.rpa.eval_residual=keep"] and results["keep"]["round"] == 2
     assert results["keep"]["metrics"]["personal/test/mse/macro"] != final["personal/test/mse/macro"]
     capsys.readouterr()

@@ -11,7 +11,7 @@ import numpy as np
 
 from fedloom.data.schema import ClientData
 from fedloom.progress import Progress, SilentProgress
-from fedloom.references.base import Fold, Objective
+from fedloom.references.base import Fold, Objective, Reference
 from fedloom.references.config import ReferenceOptions
 from fedloom.references.registry import REFERENCES
 from fedloom.seeding import derive_seed
@@ -36,7 +36,10 @@ def fit_and_score(
     ``progress`` hears of each fit and, from the neural references, of each validation check."""
     scores = np.full(len(y), np.nan, dtype=np.float32)
     if options.mode == "federated":
-        return federated_fit(name, options, objective, features, x, y, clients, seed, scores)
+        model = REFERENCES[name].build(
+            options, objective, features, derive_seed(seed, "reference", "federated") % 2**31
+        )
+        return federated_fit(name, model, x, y, clients, scores)
     groups = {"pooled": list(clients)} if options.mode == "pooled" else {c.client_id: [c] for c in clients}
     progress = progress or SilentProgress()
     advance = progress.task(f"fitting {name} ({options.mode}, {len(groups)} model{'s' * (len(groups) > 1)})",
@@ -63,21 +66,12 @@ def fit_and_score(
 
 
 def federated_fit(
-    name: str,
-    options: ReferenceOptions,
-    objective: Objective,
-    features: Sequence[str],
-    x: np.ndarray,
-    y: np.ndarray,
-    clients: Sequence[ClientData],
-    seed: int,
-    scores: np.ndarray,
+    name: str, model: Reference, x: np.ndarray, y: np.ndarray, clients: Sequence[ClientData], scores: np.ndarray
 ) -> tuple[np.ndarray, dict[str, dict[str, float]]]:
-    """One round of a one-pass federated reference: each client's training and validation moments (its
+    """One round of the one-pass federated ``model``: each client's training and validation moments (its
     rows never leave it), the server's solve on their sums, the one model scoring every client's rows."""
     from fedloom.references.ridge_probe import RidgeProbe
 
-    model = REFERENCES[name].build(options, objective, features, derive_seed(seed, "reference", "federated") % 2**31)
     if not isinstance(model, RidgeProbe):
         raise TypeError(f"{name} has no one-pass federated fit")
     train = [model.moments(Fold(x[c.train], y[c.train])) for c in clients if len(c.train)]

@@ -39,15 +39,8 @@ def ridge_path(
     alphas: Sequence[float] = ALPHAS,
 ) -> tuple[Tensor, Tensor, float]:
     """The ridge fit whose ``score(W, b)`` (a loss, e.g. on validation rows) is lowest over ``alphas``
-    (ties: the larger α, the simpler model); returns (W, b, α)."""
-    best: tuple[float, float, Tensor, Tensor] | None = None
-    for alpha in sorted(alphas, reverse=True):
-        w, b = ridge(x, y, alpha)
-        loss = score(w, b)
-        if best is None or loss < best[0]:
-            best = (loss, alpha, w, b)
-    assert best is not None
-    return best[2], best[3], best[1]
+    (ties: the larger α, the simpler model); returns (W, b, α). The rows' moments are summed once."""
+    return _best_alpha(Moments.of(x, y), score, alphas)
 
 
 @dataclass(frozen=True)
@@ -98,15 +91,22 @@ class Moments:
 def moments_path(
     train: Moments, valid: Moments | None, alphas: Sequence[float] = ALPHAS
 ) -> tuple[Tensor, Tensor, float]:
-    """`ridge_path` from moments: the α whose fit has the lowest squared error on ``valid`` (none: the
+    """`ridge_path` from moments: the α whose fit has the lowest squared error on ``valid`` (none: α = the
     feature count d, as `Learner` does without validation rows); returns (W, b, α)."""
     if valid is None or valid.n == 0:
         alpha = float(len(train.sx))
         return (*train.solve(alpha), alpha)
+    return _best_alpha(train, valid.sse, alphas)
+
+
+def _best_alpha(
+    train: Moments, score: Callable[[Tensor, Tensor], float], alphas: Sequence[float]
+) -> tuple[Tensor, Tensor, float]:
+    """The fit on ``train`` with the lowest ``score`` over ``alphas``, the larger α on a tie."""
     best: tuple[float, float, Tensor, Tensor] | None = None
     for alpha in sorted(alphas, reverse=True):
         w, b = train.solve(alpha)
-        loss = valid.sse(w, b)
+        loss = score(w, b)
         if best is None or loss < best[0]:
             best = (loss, alpha, w, b)
     assert best is not None

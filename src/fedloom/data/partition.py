@@ -9,9 +9,14 @@
 
 Every row belongs to exactly one client. A draw that leaves a client without training rows is redrawn
 (up to 100 times, from the same seeded stream, so the result is still deterministic), then rejected.
+A Dirichlet row's owner depends on the seed, its identity and its date alone (`dirichlet_partition`), so
+a table cut to fewer test dates keeps every other row on the same client (before 2026-12-06 the rows
+were dealt by a shuffle whose outcome moved with the table's size).
 """
 
 from __future__ import annotations
+
+import zlib
 
 import numpy as np
 
@@ -39,45 +44,61 @@ def iid_partition(num_rows: int, num_clients: int, rng: np.random.Generator) -> 
     return {_client_name(k, num_clients): np.sort(p) for k, p in enumerate(parts)}
 
 
-def dirichlet_proportions(num_identities: int, num_clients: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
-    """(identities × clients) row-stochastic matrix: row j ~ Dir(alpha · 1_K), eq. of seed 000 §4.1."""
+def dirichlet_proportions(names: np.ndarray, num_clients: int, alpha: float, seed: int, draw: int = 0) -> np.ndarray:
+    """(identities × clients) row-stochastic matrix: row j ~ Dir(alpha · 1_K) (seed 000 §4.1), drawn from a
+    stream of (seed, draw, name j) alone, so an identity's proportions do not depend on the others present."""
     if alpha <= 0:
         raise DataError(f"dirichlet alpha must be positive, got {alpha}")
-    return rng.dirichlet(np.full(num_clients, float(alpha)), size=num_identities)
+    concentration = np.full(num_clients, float(alpha))
+    return np.stack(
+        [np.random.default_rng([seed, draw, zlib.crc32(str(n).encode())]).dirichlet(concentration) for n in names]
+    ).reshape(len(names), num_clients)
 
 
-def split_by_proportions(rows: np.ndarray, proportions: np.ndarray) -> list[np.ndarray]:
-    """Cut ``rows`` (already shuffled) into consecutive parts of sizes ``round(cumsum(p) · n)``.
-
-    >>> [p.tolist() for p in split_by_proportions(np.arange(10), np.array([0.25, 0.25, 0.5]))]
-    [[0, 1], [2, 3, 4], [5, 6, 7, 8, 9]]
-    """
-    cuts = np.round(np.cumsum(proportions)[:-1] * len(rows)).astype(int)
-    return np.split(rows, cuts)
+def row_uniforms(seed: int, draw: int, identity_codes: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """A uniform in [0, 1) per row, a hash (splitmix64's finalizer) of (seed, draw, identity, key) alone: the
+    same row gets the same number whatever other rows the table holds."""
+    x = (
+        np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15)
+        ^ np.uint64(draw) * np.uint64(0xD1B54A32D192ED03)
+        ^ identity_codes.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
+        ^ keys.astype(np.int64).view(np.uint64) * np.uint64(0x94D049BB133111EB)
+    )
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 def dirichlet_partition(
     identities: np.ndarray,
     num_clients: int,
     alpha: float,
-    rng: np.random.Generator,
+    seed: int,
     required: np.ndarray | None = None,
+    keys: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Share each identity's rows among clients by Dirichlet proportions; redraw while a client has no
-    ``required`` row (default: no row at all)."""
+    ``required`` row (default: no row at all).
+
+    A row goes to the client whose slice of [0, 1) (cut by its identity's proportions) holds the row's
+    `row_uniforms` draw, so its owner is a function of (seed, identity, ``keys`` value) only: thinning the
+    table (fewer test dates) never moves a kept row to another client. ``keys`` tell an identity's rows
+    apart (a financial table's dates; default: the row's position among its identity's rows)."""
     names, inverse = np.unique(identities.astype(str), return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[order], np.arange(len(names) + 1))
-    groups = [order[bounds[j] : bounds[j + 1]] for j in range(len(names))]
+    if keys is None:
+        order = np.argsort(inverse, kind="stable")
+        keys = np.empty(len(inverse), dtype=np.int64)
+        keys[order] = np.arange(len(inverse)) - np.searchsorted(inverse[order], inverse[order])
+    codes = np.array([zlib.crc32(n.encode()) for n in names], dtype=np.uint64)[inverse]
     required = np.ones(len(identities), dtype=bool) if required is None else required
-    for _ in range(MAX_DRAWS):
-        owner = np.empty(len(identities), dtype=np.int64)
-        proportions = dirichlet_proportions(len(names), num_clients, alpha, rng)
-        for j, rows in enumerate(groups):
-            for k, part in enumerate(split_by_proportions(rng.permutation(rows), proportions[j])):
-                owner[part] = k
-        if np.all(np.bincount(owner[required], minlength=num_clients) > 0):
-            return {_client_name(k, num_clients): np.flatnonzero(owner == k) for k in range(num_clients)}
+    with np.errstate(over="ignore"):
+        for draw in range(MAX_DRAWS):
+            bounds = np.cumsum(dirichlet_proportions(names, num_clients, alpha, seed, draw), axis=1)[inverse]
+            u = row_uniforms(seed, draw, codes, np.asarray(keys))
+            owner = np.minimum((u[:, None] >= bounds).sum(axis=1), num_clients - 1)
+            if np.all(np.bincount(owner[required], minlength=num_clients) > 0):
+                return {_client_name(k, num_clients): np.flatnonzero(owner == k) for k in range(num_clients)}
     raise DataError(
         f"dirichlet partition (alpha={alpha}) left a client without training rows in {MAX_DRAWS} draws: "
         f"{num_clients} clients over {len(names)} identities and {int(required.sum())} training rows; "
@@ -118,7 +139,9 @@ def partition_table(
     identities = table.frame[table.partition_columns[method]].to_numpy()
     if method == "sector":
         return partition_by_group(identities)
-    return dirichlet_partition(identities, num_clients, alpha, rng, required)
+    frame = table.frame
+    keys = np.asarray(frame["date"], dtype="datetime64[D]").astype(np.int64) if "date" in frame.columns else None
+    return dirichlet_partition(identities, num_clients, alpha, seed, required, keys)
 
 
 def client_views(partition: dict[str, np.ndarray], splits: dict[str, np.ndarray]) -> list[ClientData]:

@@ -8,7 +8,8 @@ summary.json's ``baseline`` entry holds ``train_loss`` and ``{split}/{metric}/{m
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,28 +17,51 @@ from fedloom.runtime.rounds import Evaluation, summarize
 from fedloom.tasks.classification import ClassificationTask
 from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.learner import Learner
+from fedloom.tasks.registry import Task
 
 SPLITS = ("train", "val", "test")
 
 
-def constant_baseline(learners: Mapping[str, Learner]) -> dict[str, float]:
-    """The trivial predictor's scores over the clients (empty for text tasks)."""
+@dataclass(frozen=True)
+class Owner:
+    """What the constant needs of one client: its task, its training targets, how many rows each split
+    holds and how the run scores predictions of a split's rows (``score(predictions, split)``)."""
+
+    client_id: str
+    task: Task
+    train_targets: np.ndarray
+    sizes: Mapping[str, int]
+    score: Callable[[np.ndarray, str], dict[str, float]]
+
+
+def learner_owners(learners: Mapping[str, Learner]) -> list[Owner]:
+    """An LLM run's clients as `Owner` s: scored by `Learner.metrics`, like the run's own predictions."""
+    owners = []
+    for cid, lrn in learners.items():
+        sizes = {s: len(lrn.data.split(s)) for s in SPLITS}
+        owners.append(Owner(cid, lrn.task, lrn.targets[lrn.data.train].numpy(), sizes, lrn.metrics))
+    return owners
+
+
+def constant_baseline(owners: Mapping[str, Learner] | Iterable[Owner]) -> dict[str, float]:
+    """The trivial predictor's scores over the clients (empty for text tasks); ``owners`` are the clients
+    as `Owner` s, or an LLM run's learners."""
     from sklearn.dummy import DummyClassifier, DummyRegressor  # on use: a run's start-up stays light
 
-    sizes = {split: {cid: len(lrn.data.split(split)) for cid, lrn in learners.items()} for split in SPLITS}
+    clients = learner_owners(owners) if isinstance(owners, Mapping) else list(owners)
+    sizes = {split: {c.client_id: c.sizes[split] for c in clients} for split in SPLITS}
     evaluation: Evaluation = {"personal": {split: {} for split in SPLITS}}
     losses = []
-    for cid, learner in learners.items():
-        task = learner.task
+    for c in clients:
+        task, y = c.task, c.train_targets
         if isinstance(task, GenerationTask):
             return {}
-        y = learner.targets[learner.data.train].numpy()
         dummy = DummyClassifier(strategy="most_frequent") if isinstance(task, ClassificationTask) else DummyRegressor()
         dummy.fit(np.zeros((len(y), 1)), y)
         for split in SPLITS:
-            rows = learner.data.split(split)
-            if len(rows):
-                evaluation["personal"][split][cid] = learner.metrics(dummy.predict(np.zeros((len(rows), 1))), split)
+            if c.sizes[split]:
+                constant = dummy.predict(np.zeros((c.sizes[split], 1)))
+                evaluation["personal"][split][c.client_id] = c.score(constant, split)
         losses.append(_train_loss(task, y))
     summary = {key.removeprefix("personal/"): value for key, value in summarize(evaluation, sizes).items()}
     return {"train_loss": float(np.mean(losses)), **summary}

@@ -25,6 +25,7 @@ from fedloom.references.federated import NetLearner, body_of, body_tensors
 from fedloom.references.neural import NeuralReference
 from fedloom.references.registry import REFERENCES
 from fedloom.references.training import fit_and_score
+from fedloom.runs.baseline import SPLITS, Owner, constant_baseline
 from fedloom.runs.config import RunConfig
 from fedloom.runs.outputs import finish_run, prediction_outputs, record_outputs
 from fedloom.runs.rundir import RunDirectory
@@ -49,19 +50,32 @@ def reference_table(cfg: RunConfig) -> SampleTable:
     return table
 
 
+def reference_owners(table: SampleTable, clients: list[ClientData], eval_targets: np.ndarray) -> list[Owner]:
+    """The clients as the constant baseline sees them, each scored by its task on its own rows."""
+    owners = []
+    for c in clients:
+        task = make_task(table.task_kind, table.targets[c.train], table.num_classes)
+        assert not isinstance(task, GenerationTask)  # a SampleTable's task
+
+        def score(predictions: np.ndarray, split: str, c: ClientData = c, task: Any = task) -> dict[str, float]:
+            rows = c.split(split)
+            return task.evaluate(predictions, eval_targets[rows], table.dates[rows])
+
+        owners.append(Owner(c.client_id, task, table.targets[c.train], {s: len(c.split(s)) for s in SPLITS}, score))
+    return owners
+
+
 def evaluate_scores(
     table: SampleTable, clients: list[ClientData], scores: np.ndarray, eval_targets: np.ndarray
 ) -> Evaluation:
     """``personal`` → split → client → the task's metrics of its scored rows (what a method's round logs)."""
-    dates = table.dates
     out: dict[str, dict[str, dict[str, float]]] = {}
+    owners = reference_owners(table, clients, eval_targets)
     for split in EVALUATED:
-        for c in clients:
+        for c, owner in zip(clients, owners, strict=True):
             rows = c.split(split)
             if len(rows):
-                task = make_task(table.task_kind, table.targets[c.train], table.num_classes)
-                assert not isinstance(task, GenerationTask)  # a SampleTable's task
-                out.setdefault(split, {})[c.client_id] = task.evaluate(scores[rows], eval_targets[rows], dates[rows])
+                out.setdefault(split, {})[c.client_id] = owner.score(scores[rows], split)
     return {"personal": out}
 
 
@@ -164,6 +178,7 @@ def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -
     result = SimulationResult(Record({}), {}, [record])
     summary = build_summary(cfg, result, wall, str(out), primary, table.synthetic, {})
     summary["reference"]["fits"] = fit_info
+    summary["baseline"] = constant_baseline(reference_owners(table, clients, eval_targets))
     test = np.concatenate([c.test for c in clients])
     owner = np.concatenate([[c.client_id] * len(c.test) for c in clients])
     predictions = pd.DataFrame({"client": owner, "row": test, "date": frame["date"].to_numpy()[test],

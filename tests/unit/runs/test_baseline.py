@@ -35,3 +35,15 @@ def test_a_run_reports_the_constant_beside_its_train_loss_and_the_table_shows_bo
     labels = [c.label for c in table.columns]
     assert {"train loss", "train loss const", "MSE const"} <= set(labels)
     assert table.rows[0].cells["train loss const"].mean == pytest.approx(0.5)
+
+
+def test_a_one_pass_reference_reports_the_same_constant_as_an_llm_run_on_its_rows(tmp_path):
+    from fedloom.runs import run
+
+    cfg = small_config(method="ridge-probe", **{"references.ridge_probe.inputs": "covariates"})
+    reference = run(cfg, tmp_path / "probe")["baseline"]
+    llm = constant_baseline(prepare_workspace(small_config()).learners)
+    assert reference["train_loss"] == pytest.approx(0.5)
+    assert set(reference) == set(llm)
+    for key, value in llm.items():
+        assert reference[key] == pytest.approx(value, rel=1e-6, nan_ok=True), key

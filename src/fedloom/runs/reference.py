@@ -120,24 +120,17 @@ def reference_inputs(
 
 
 def frozen_state(cfg: RunConfig, table: SampleTable, progress: Progress | None = None) -> np.ndarray:
-    """[len(table), H]: the frozen backbone's mean-pooled final hidden state of every client row's prompt
-    (eq. 5 without adapters: what an LLM row's head reads at round 0), through the run's feature cache."""
+    """[len(table), H]: the frozen backbone's mean-pooled final hidden state of every row's prompt (eq. 5
+    without adapters: what an LLM row's head reads at round 0) — the feature cache's frozen embedding,
+    computed once per dataset and backbone and shared with every probe and router that reads it."""
     from fedloom.runs.workspace import prepare_workspace
-    from fedloom.tasks.learner import FROZEN
 
     ws = prepare_workspace(cfg, progress)
     if len(ws.table) != len(table):
         raise ConfigError(
             f"{cfg.dataset}: the workspace's table has {len(ws.table)} rows, the reference's {len(table)}"
         )
-    assert ws.lm is not None
-    state = np.full((len(table), ws.lm.hidden_size), np.nan, dtype=np.float32)
-    with torch.no_grad():
-        for learner in ws.learners.values():
-            rows, size = np.concatenate([learner.data.split(s) for s in ("train", "val", "test")]), 64
-            for i in range(0, len(rows), size):
-                state[rows[i : i + size]] = learner.pooled({}, rows[i : i + size], mixture=FROZEN).numpy()
-    return state
+    return next(iter(ws.learners.values())).features.embedding.numpy().astype(np.float32, copy=False)
 
 
 def _objective(table: SampleTable) -> Objective:

@@ -10,6 +10,8 @@ import pytest
 from fedloom.runs import run
 from fedloom.runs.kinds import kind_of
 from fedloom.runs.reference import frozen_state, reference_table
+from fedloom.runs.workspace import prepare_workspace
+from fedloom.tasks.learner import FROZEN
 from tests.conftest import small_config
 
 PROBE = {"method": "ridge-probe", "data.synthetic.days": 40}
@@ -45,6 +47,9 @@ def test_the_state_inputs_are_the_frozen_models_pooled_state(tmp_path):
     table = reference_table(cfg)
     state = frozen_state(cfg, table)
     assert state.shape == (len(table), 64) and np.isfinite(state).all()
+    for learner in prepare_workspace(cfg).learners.values():  # the head's frozen input, row for row
+        rows = learner.data.split("test")[:5]
+        np.testing.assert_allclose(state[rows], learner.pooled({}, rows, mixture=FROZEN).numpy(), atol=1e-5)
     summary, _ = probe(tmp_path, "state", **{"references.ridge_probe.inputs": "state"})
     both, _ = probe(tmp_path, "both", **{"references.ridge_probe.inputs": "both"})
     covariates, _ = probe(tmp_path, "cov", **{"references.ridge_probe.inputs": "covariates"})

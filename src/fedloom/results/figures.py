@@ -25,7 +25,7 @@ def _band(ax, frame: pd.DataFrame, label: str) -> None:  # noqa: ANN001
     mean = frame.mean(axis=1)
     (line,) = ax.plot(frame.index, mean, marker="o" if len(frame) <= 30 else None, ms=3, label=label)
     if frame.shape[1] > 1:
-        std = frame.std(axis=1, ddof=0)
+        std = frame.std(axis=1, ddof=1)
         ax.fill_between(frame.index, mean - std, mean + std, color=line.get_color(), alpha=0.2, lw=0)
 
 

@@ -66,7 +66,7 @@ def pareto_figure(points: Mapping[str, tuple[float, float, float]], metric: str,
     metric (mean ± std over seeds) per row; the Pareto front joined by a line."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
     for row, (cost, mean, std) in points.items():
-        ax.errorbar([cost], [mean], yerr=[std], fmt="o", ms=5, capsize=3, label=row)
+        ax.errorbar([cost], [mean], yerr=[std if np.isfinite(std) else 0.0], fmt="o", ms=5, capsize=3, label=row)
     front = pareto_front({r: (c, m) for r, (c, m, _) in points.items()}, higher)
     ax.plot([points[r][0] for r in front], [points[r][1] for r in front], color="black", lw=1, ls="--",
             label="Pareto front")  # fmt: skip

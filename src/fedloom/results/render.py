@@ -67,7 +67,7 @@ def _text_rows(table: ResultTable, bold: str) -> tuple[list[str], list[list[str]
 def notes(table: ResultTable) -> list[str]:
     """What the marks mean and when a difference is inside the noise, in words."""
     lines = [
-        "Cells: mean ± std over seeds (population std); bold: the best mean of the column "
+        "Cells: mean ± std over seeds (sample std, ddof 1); bold: the best mean of the column "
         "(at its displayed precision). Test metrics at the round chosen on validation; "
         "`final`: the models after the last round. KB per participating client and round (eq. 28).",
     ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import statistics
 from pathlib import Path
 
 import numpy as np
@@ -56,12 +57,13 @@ def test_rows_are_mean_and_std_over_seeds_with_the_best_cell_by_direction(tmp_pa
     # Assert
     rows = {r.name: r for r in table.rows}
     assert rows["a"].seeds == (0, 1)
-    assert rows["a"].cells["IC"].mean == pytest.approx(0.2) and rows["a"].cells["IC"].std == pytest.approx(0.1)
+    assert rows["a"].cells["IC"].mean == pytest.approx(0.2)
+    assert rows["a"].cells["IC"].std == pytest.approx(statistics.stdev([0.1, 0.3]))  # sample std, ddof 1
     assert rows["b"].cells["MSE"].mean == pytest.approx(0.002)
     assert table.best["IC"] == {"a"} and table.best["MSE"] == {"b"}
     markdown = to_markdown([table])
-    assert "| a | 0,1 | **0.200 ± 0.100** |" in markdown
-    assert "| b | 0,1 | 0.000 ± 0.000 | **0.0020 ± 0.0010** |" in markdown
+    assert "| a | 0,1 | **0.200 ± 0.141** |" in markdown
+    assert "| b | 0,1 | 0.000 ± 0.000 | **0.00200 ± 0.00141** |" in markdown  # three significant digits
 
 
 def test_communication_is_per_participating_client_round(tmp_path: Path):
@@ -170,7 +172,7 @@ def test_markdown_csv_and_latex_are_well_formed(tmp_path: Path):
 
     frame = pd.read_csv(io.StringIO(to_csv(tables)))
     assert list(frame["row"]) == ["ref_row", "other"]
-    assert frame.loc[1, "IC"] == pytest.approx(0.2) and frame.loc[0, "IC std"] == pytest.approx(0.05)
+    assert frame.loc[1, "IC"] == pytest.approx(0.2) and frame.loc[0, "IC std"] == pytest.approx(statistics.stdev([0.0, 0.1]))
     assert frame.loc[1, "p_value"] < 0.05 and math.isnan(frame.loc[0, "p_value"])
 
     latex = to_latex(tables)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -30,6 +30,36 @@ class Comparison:
     days: int
     seeds: int
     seed_p_value: float = math.nan
+    q_value: float = math.nan  # Benjamini–Hochberg over the rows compared in one table (`corrected`)
+    holm_p: float = math.nan  # Holm's step-down adjusted p over the same rows
+
+
+def holm(p_values: Sequence[float]) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error): the i-th smallest p (i = 1..m) times
+    m − i + 1, made non-decreasing in that order and capped at 1, returned in the input order."""
+    p = np.asarray(p_values, dtype=float)
+    order = np.argsort(p, kind="stable")
+    steps = p[order] * (len(p) - np.arange(len(p)))
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(np.maximum.accumulate(steps), 1.0)
+    return adjusted
+
+
+def corrected(comparisons: Sequence[Comparison | None]) -> list[Comparison | None]:
+    """One table's comparisons (one per row; None where a row is not compared) with the family's
+    Benjamini–Hochberg q (``scipy.stats.false_discovery_control``) and Holm adjusted p filled in: a table of
+    many rows tests many differences, and a raw p < 0.05 among them is expected by chance."""
+    from scipy.stats import false_discovery_control  # on use: `fedloom table` starts light
+
+    tested = [i for i, c in enumerate(comparisons) if c is not None and math.isfinite(c.p_value)]
+    if not tested:
+        return list(comparisons)
+    p = [comparisons[i].p_value for i in tested]  # type: ignore[union-attr]
+    q, h = false_discovery_control(p, method="bh"), holm(p)
+    out = list(comparisons)
+    for k, i in enumerate(tested):
+        out[i] = replace(out[i], q_value=float(q[k]), holm_p=float(h[k]))  # type: ignore[type-var]
+    return out
 
 
 def compare_daily(rows: Sequence[RunResult], reference: Sequence[RunResult], column: str) -> Comparison | None:

@@ -7,9 +7,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
-from fedloom.results.compare import client_gains, compare_daily, daily_column, gain_correlation, heterogeneity
+from fedloom.results.compare import (
+    client_gains,
+    compare_daily,
+    corrected,
+    daily_column,
+    gain_correlation,
+    heterogeneity,
+)
 from fedloom.results.compare import reference_row as find_reference
 from fedloom.results.load import RunResult
+from fedloom.results.render import format_p
 from fedloom.runs.report import fmt, markdown, method_table
 
 
@@ -37,14 +45,14 @@ def significance_section(rows: Mapping[str, Sequence[RunResult]], base: str) -> 
     if column is None:
         return ""
     table = []
-    for row, runs in rows.items():
-        t = None if row == base else compare_daily(runs, rows[base], column)
+    tests = corrected([None if row == base else compare_daily(runs, rows[base], column) for row, runs in rows.items()])
+    for row, t in zip(rows, tests, strict=True):
         if t is not None:
             ci = f"[{fmt(t.ci_low)}, {fmt(t.ci_high)}]"
-            table.append([row, fmt(t.mean_difference), ci, fmt(t.p_value), f"{t.days}"])
+            table.append([row, fmt(t.mean_difference), ci, format_p(t.p_value), format_p(t.q_value), f"{t.days}"])
     if not table:
         return ""
-    header = ["method", f"mean daily {column} − {base}", "95 % CI", "p", "days"]
+    header = ["method", f"mean daily {column} − {base}", "95 % CI", "p", "q (BH over the rows)", "days"]
     title = f"\n## Paired block bootstrap vs {base} (daily `{column}`, chosen round, weeks resampled)\n\n"
     return title + markdown((header, table))
 

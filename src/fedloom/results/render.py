@@ -30,14 +30,23 @@ def format_cell(cell: Cell, decimals: int) -> str:
 
 
 def format_comparison(c: Comparison | None) -> str:
-    """``+0.013 [-0.067, +0.095] p 0.74; seeds p 0.81``, with ``*`` when the bootstrap's p < ALPHA."""
+    """``+0.013 [-0.067, +0.095] p 0.740 q 0.810; seeds p 0.810``, with ``*`` when the Benjamini–Hochberg q
+    (the bootstrap's p where no family correction was made) is below ALPHA."""
     if c is None:
         return "–"
     span = max(abs(c.ci_low), abs(c.ci_high))  # 0 when both rows give the same daily series
     digits = 3 if span == 0 else max(3, 1 - math.floor(math.log10(span)))
-    mark = " *" if c.p_value < ALPHA else ""
-    text = f"{c.mean_difference:+.{digits}f} [{c.ci_low:+.{digits}f}, {c.ci_high:+.{digits}f}] p {c.p_value:.2f}{mark}"
-    return text + (f"; seeds p {c.seed_p_value:.2f}" if math.isfinite(c.seed_p_value) else "")
+    corrected = c.q_value if math.isfinite(c.q_value) else c.p_value
+    mark = " *" if corrected < ALPHA else ""
+    q = f" q {format_p(c.q_value)}" if math.isfinite(c.q_value) else ""
+    ci = f"[{c.ci_low:+.{digits}f}, {c.ci_high:+.{digits}f}]"
+    text = f"{c.mean_difference:+.{digits}f} {ci} p {format_p(c.p_value)}{q}{mark}"
+    return text + (f"; seeds p {format_p(c.seed_p_value)}" if math.isfinite(c.seed_p_value) else "")
+
+
+def format_p(p: float) -> str:
+    """Three digits, ``< 0.001`` below (a bootstrap of 10,000 draws cannot say more; never ``0.000``)."""
+    return "< 0.001" if p < 0.001 else f"{p:.3f}"
 
 
 def _comparison_title(table: ResultTable) -> str:
@@ -77,9 +86,10 @@ def notes(table: ResultTable) -> list[str]:
         lines.append(
             f"Δ: mean difference of the seed-mean daily `{table.daily_column}` ({table.daily_file}: {source}) "
             f"against `{table.reference}`, 95 % CI and p-value of a paired block bootstrap over trading weeks; "
-            f"`seeds p`: paired t-test over the seeds of the per-seed means (a bootstrap `*` beside a large "
+            f"q: Benjamini–Hochberg over the {table.compared} rows compared in this table (Holm's adjusted p in "
+            f"the CSV); `seeds p`: paired t-test over the seeds of the per-seed means (a `*` beside a large "
             f"seeds p: the seeds disagree, e.g. one seed carries the difference); "
-            f"* p < {ALPHA}. A CI that contains 0 means the difference is inside the noise."
+            f"* q < {ALPHA}. A CI that contains 0 means the difference is inside the noise."
         )
     return lines
 
@@ -125,6 +135,8 @@ def to_frame(tables: Sequence[ResultTable]) -> pd.DataFrame:
                     "ci_low": row.comparison.ci_low,
                     "ci_high": row.comparison.ci_high,
                     "p_value": row.comparison.p_value,
+                    "q_value": row.comparison.q_value,
+                    "holm_p": row.comparison.holm_p,
                     "seed_p_value": row.comparison.seed_p_value,
                 }
             records.append(record)

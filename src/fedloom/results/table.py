@@ -21,7 +21,7 @@ import numpy as np
 
 from fedloom.errors import ConfigError
 from fedloom.metrics.federated import higher_is_better
-from fedloom.results.compare import Comparison, compare_daily
+from fedloom.results.compare import Comparison, compare_daily, corrected
 from fedloom.results.compare import daily_column as default_daily
 from fedloom.results.load import DAILY_FILES, RunResult
 from fedloom.runs.report import LABELS, metric_names, summary_key
@@ -70,6 +70,11 @@ class ResultTable:
     reference: str | None = None
     daily_column: str | None = None
     daily_file: str = DAILY_FILES[False]
+
+    @property
+    def compared(self) -> int:
+        """How many rows were tested against the reference: the family the q-values correct over."""
+        return sum(1 for r in self.rows if r.comparison is not None and math.isfinite(r.comparison.p_value))
 
 
 def default_columns(summary: Mapping[str, Any]) -> list[Column]:
@@ -159,13 +164,14 @@ def build_table(
         raise ConfigError(f"--reference {reference!r} is not a row; rows: {', '.join(groups)}")
     order = ([reference] if reference else []) + [name for name in groups if name != reference]
     daily = daily_column or default_daily(runs)
+    compared = corrected(
+        [compare_daily(groups[n], groups[reference], daily) if reference and n != reference and daily else None
+         for n in order]
+    )  # fmt: skip
     rows = []
-    for name in order:
+    for name, comparison in zip(order, compared, strict=True):
         group = groups[name]
         cells = {c.label: aggregate([lookup(r.record, c.path) for r in group]) for c in columns}
-        comparison = None
-        if reference and name != reference and daily:
-            comparison = compare_daily(group, groups[reference], daily)
         rows.append(Row(name, tuple(sorted(r.seed for r in group)), cells, comparison))
     best = {c.label: best_rows(rows, c) for c in columns if c.higher is not None}
     daily_file = runs[0].daily_file

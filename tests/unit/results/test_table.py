@@ -12,10 +12,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fedloom.errors import ConfigError
+from fedloom.results.compare import Comparison, corrected, holm
 from fedloom.results.load import find_runs
-from fedloom.results.render import to_csv, to_latex, to_markdown
+from fedloom.results.render import format_p, to_csv, to_latex, to_markdown
 from fedloom.results.table import Column, build_tables, lookup
 
 DATES = pd.bdate_range("2024-01-01", periods=20)  # four trading weeks
@@ -105,7 +108,7 @@ def test_the_bootstrap_marks_a_clearly_better_row_and_not_an_identical_one(tmp_p
     assert better.mean_difference == pytest.approx(0.1, abs=0.02) and better.p_value < 0.05 and better.ci_low > 0
     assert same.mean_difference == 0 and same.p_value == 1 and same.seed_p_value == 1
     lines = {line.split(" | ")[0].removeprefix("| "): line for line in to_markdown([table]).splitlines()}
-    assert " p 0.00 *" in lines["better"] and "*" not in lines["same"].split(" | ")[-1]
+    assert " p < 0.001 q < 0.001 *" in lines["better"] and "*" not in lines["same"].split(" | ")[-1]
 
 
 def test_final_compares_the_last_rounds_daily_series_and_says_so(tmp_path: Path):
@@ -144,7 +147,9 @@ def test_the_seed_test_tells_one_seeds_offset_from_a_shift_on_every_seed(tmp_pat
     assert one.mean_difference == pytest.approx(0.1) and one.p_value < 0.05 and one.seed_p_value > 0.3
     assert every.p_value < 0.05 and every.seed_p_value < 0.05
     lines = {line.split(" | ")[0].removeprefix("| "): line for line in to_markdown([table]).splitlines()}
-    assert lines["one"].endswith(f" p {one.p_value:.2f} *; seeds p {one.seed_p_value:.2f} |")
+    assert lines["one"].endswith(
+        f" p {format_p(one.p_value)} q {format_p(one.q_value)} *; seeds p {one.seed_p_value:.3f} |"
+    )
 
 
 def test_an_unknown_reference_row_names_the_rows(tmp_path: Path):
@@ -172,7 +177,9 @@ def test_markdown_csv_and_latex_are_well_formed(tmp_path: Path):
 
     frame = pd.read_csv(io.StringIO(to_csv(tables)))
     assert list(frame["row"]) == ["ref_row", "other"]
-    assert frame.loc[1, "IC"] == pytest.approx(0.2) and frame.loc[0, "IC std"] == pytest.approx(statistics.stdev([0.0, 0.1]))
+    assert frame.loc[1, "IC"] == pytest.approx(0.2) and frame.loc[0, "IC std"] == pytest.approx(
+        statistics.stdev([0.0, 0.1])
+    )
     assert frame.loc[1, "p_value"] < 0.05 and math.isnan(frame.loc[0, "p_value"])
 
     latex = to_latex(tables)
@@ -187,9 +194,11 @@ def test_a_comparison_prints_digits_for_its_ci_and_three_for_an_identical_row():
     from fedloom.results.compare import Comparison
     from fedloom.results.render import format_comparison
 
-    assert format_comparison(Comparison(0.0, 0.0, 0.0, 1.0, 64, 3)) == "+0.000 [+0.000, +0.000] p 1.00"
-    assert format_comparison(Comparison(0.0002, -0.0007, 0.0011, 0.7, 64, 3)) == "+0.0002 [-0.0007, +0.0011] p 0.70"
-    assert format_comparison(Comparison(0.05, 0.01, 0.09, 0.01, 64, 3)).endswith("p 0.01 *")
+    assert format_comparison(Comparison(0.0, 0.0, 0.0, 1.0, 64, 3)) == "+0.000 [+0.000, +0.000] p 1.000"
+    assert format_comparison(Comparison(0.0002, -0.0007, 0.0011, 0.7, 64, 3)) == "+0.0002 [-0.0007, +0.0011] p 0.700"
+    assert format_comparison(Comparison(0.05, 0.01, 0.09, 0.01, 64, 3)).endswith("p 0.010 *")
+    # with a family correction the star follows q: p 0.01 among many rows can be q 0.2
+    assert format_comparison(Comparison(0.05, 0.01, 0.09, 0.01, 64, 3, q_value=0.2)).endswith("p 0.010 q 0.200")
 
 
 def test_gain_correlation_is_spearman_and_undefined_for_a_constant_side():
@@ -206,3 +215,48 @@ def test_gain_correlation_is_spearman_and_undefined_for_a_constant_side():
         warnings.simplefilter("error")  # no ConstantInputWarning reaches the user
         rho, n = gain_correlation([0.1, 0.5, 0.3], [0.0, 0.0, 0.0])
     assert n == 3 and math.isnan(rho)
+
+
+def test_holm_on_a_hand_computed_family():
+    # sorted p 0.01, 0.02, 0.03, 0.5 times 4, 3, 2, 1 = 0.04, 0.06, 0.06, 0.5 (already non-decreasing)
+    np.testing.assert_allclose(holm([0.03, 0.01, 0.5, 0.02]), [0.06, 0.04, 0.5, 0.06])
+    np.testing.assert_allclose(holm([0.04, 0.01]), [0.04, 0.02])  # the larger p keeps the smaller's bound
+    assert holm([0.9, 0.8]).max() == 1.0  # capped
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(1e-6, 1.0), min_size=1, max_size=12))
+def test_every_rows_q_is_scipys_benjamini_hochberg_over_the_tables_rows(p_values):
+    """The q of each compared row is scipy's BH over the family of rows compared in one table; Holm never
+    falls below BH nor below the raw p; a row not compared stays uncorrected."""
+    from scipy.stats import false_discovery_control
+
+    family = [Comparison(0.0, -1.0, 1.0, p, 64, 1) for p in p_values]
+    out = corrected([None, *family])
+    assert out[0] is None
+    q = [c.q_value for c in out[1:]]
+    np.testing.assert_allclose(q, false_discovery_control(p_values, method="bh"), rtol=1e-12)
+    for c in out[1:]:
+        assert c.holm_p >= c.q_value - 1e-12 and c.holm_p >= c.p_value - 1e-12
+
+
+def test_the_table_corrects_over_its_rows_and_stars_by_q(tmp_path: Path):
+    """Ten rows against one reference: the CSV carries q and Holm beside p, q is BH of the rows' p, and
+    the star follows q."""
+    from scipy.stats import false_discovery_control
+
+    for s in (0, 1):
+        write_run(tmp_path / f"seed{s}" / "ref", s, 0.0, 0.1, noise(s))
+        for k in range(10):
+            write_run(tmp_path / f"seed{s}" / f"r{k}", s, 0.0, 0.1, noise(s) + noise(100 + 10 * k + s) / 3)
+    (table,) = build_tables(find_runs([tmp_path]), reference="ref")
+    frame = pd.read_csv(io.StringIO(to_csv([table]))).dropna(subset=["p_value"])
+    assert len(frame) == table.compared == 10
+    np.testing.assert_allclose(frame["q_value"], false_discovery_control(frame["p_value"], method="bh"))
+    assert (frame["holm_p"] >= frame["p_value"]).all()
+    lines = {line.split(" | ")[0].removeprefix("| "): line for line in to_markdown([table]).splitlines()}
+    for row in table.rows[1:]:
+        assert row.comparison is not None
+        cell = lines[row.name].rstrip(" |").split(" | ")[-1].split(";")[0]
+        assert cell.endswith("*") == (row.comparison.q_value < 0.05)
+    assert "Benjamini–Hochberg over the 10 rows compared" in to_markdown([table])

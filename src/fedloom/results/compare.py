@@ -32,6 +32,7 @@ class Comparison:
     seed_p_value: float = math.nan
     q_value: float = math.nan  # Benjamini–Hochberg over the rows compared in one table (`corrected`)
     holm_p: float = math.nan  # Holm's step-down adjusted p over the same rows
+    mde: float = math.nan  # minimum detectable effect at 80 % power, two-sided 5 %, from the bootstrap's SE
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:
@@ -80,8 +81,9 @@ def compare_daily(rows: Sequence[RunResult], reference: Sequence[RunResult], col
     pairs = [pd.concat([mine[s], theirs[s]], axis=1).dropna() for s in seeds]  # each seed on its common days
     by_seed = paired_seed_test([p.iloc[:, 0].mean() for p in pairs], [p.iloc[:, 1].mean() for p in pairs])
     return Comparison(
-        t["mean_difference"], t["ci_low"], t["ci_high"], t["p_value"], int(t["days"]), len(seeds), by_seed["p_value"]
-    )
+        t["mean_difference"], t["ci_low"], t["ci_high"], t["p_value"], int(t["days"]), len(seeds), by_seed["p_value"],
+        mde=t["mde"],
+    )  # fmt: skip
 
 
 def _by_seed(runs: Sequence[RunResult], column: str) -> dict[int, pd.Series]:

@@ -260,3 +260,5 @@ def test_the_table_corrects_over_its_rows_and_stars_by_q(tmp_path: Path):
         cell = lines[row.name].rstrip(" |").split(" | ")[-1].split(";")[0]
         assert cell.endswith("*") == (row.comparison.q_value < 0.05)
     assert "Benjamini–Hochberg over the 10 rows compared" in to_markdown([table])
+    assert (frame["mde"] > 0).all()  # each row's detectable effect, and their median in the notes
+    assert f"could detect: a true difference in daily `ic` of {frame['mde'].median():.3g}" in to_markdown([table])

@@ -49,7 +49,7 @@ def test_the_smoke_suite_runs_then_a_rerun_skips_both_jobs(tmp_path: Path):
 
     table = fedloom("table", str(out), "--reference", "fedavg", "--csv", str(tmp_path / "t.csv"))
     assert table.returncode == 0, table.stderr[-3000:]
-    assert "| fedavg | 0 |" in table.stdout and "| local | 0 |" in table.stdout
+    assert "| fedavg | 1 (0) |" in table.stdout and "| local | 1 (0) |" in table.stdout  # one seed: seed 0
     assert (tmp_path / "t.csv").read_text().startswith("dataset,row,seeds,IC,IC std")
 
 

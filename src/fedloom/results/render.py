@@ -64,7 +64,7 @@ def _text_rows(table: ResultTable, bold: str) -> tuple[list[str], list[list[str]
         header.append(_comparison_title(table))
     body = []
     for row in table.rows:
-        cells = [row.name, ",".join(map(str, row.seeds))]
+        cells = [row.name, f"{len(row.seeds)} ({','.join(map(str, row.seeds))})"]  # how many, and which
         for c in table.columns:
             text = format_cell(row.cells[c.label], decimals[c.label])
             cells.append(bold.format(text) if row.name in table.best.get(c.label, ()) else text)

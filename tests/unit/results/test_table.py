@@ -65,8 +65,8 @@ def test_rows_are_mean_and_std_over_seeds_with_the_best_cell_by_direction(tmp_pa
     assert rows["b"].cells["MSE"].mean == pytest.approx(0.002)
     assert table.best["IC"] == {"a"} and table.best["MSE"] == {"b"}
     markdown = to_markdown([table])
-    assert "| a | 0,1 | **0.200 ± 0.141** |" in markdown
-    assert "| b | 0,1 | 0.000 ± 0.000 | **0.00200 ± 0.00141** |" in markdown  # three significant digits
+    assert "| a | 2 (0,1) | **0.200 ± 0.141** |" in markdown
+    assert "| b | 2 (0,1) | 0.000 ± 0.000 | **0.00200 ± 0.00141** |" in markdown  # three significant digits
 
 
 def test_communication_is_per_participating_client_round(tmp_path: Path):

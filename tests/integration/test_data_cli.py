@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +49,9 @@ def test_list_and_info(tmp_path):
     assert info.returncode == 0, info.stderr[-2000:]
     for field in ("rows", "dates", "split train", "clients", "9 (sector)", "labels test", "class 1"):
         assert field in info.stdout
+    train = next(line for line in info.stdout.splitlines() if "split train" in line)
+    assert re.search(r"[\d,]+ rows, 3 dates", train), train  # rows and dates per split
+    assert re.search(r"names per client\s*│ min \d+, median \d+, max \d+", info.stdout)
 
 
 def test_missing_dataset_is_a_one_line_error(tmp_path):

@@ -45,18 +45,22 @@ def describe(table: Table, cfg: DataConfig) -> list[tuple[str, str]]:
     lines = [("rows", f"{len(table):,}"), *table.overview()]
     dates = table.dates
     for name, rows in splits.items():
-        span = f"  ({dates[rows].min()} … {dates[rows].max()})" if dates is not None and len(rows) else ""
-        lines.append((f"split {name}", f"{len(rows):,}{span}"))
+        if dates is None:
+            lines.append((f"split {name}", f"{len(rows):,} rows"))
+            continue
+        span = f"  ({dates[rows].min()} … {dates[rows].max()})" if len(rows) else ""
+        lines.append((f"split {name}", f"{len(rows):,} rows, {len(np.unique(dates[rows])):,} dates{span}"))
     parts = partition_table(table, cfg.partition, cfg.num_clients, cfg.alpha, cfg.partition_seed, splits["train"])
     sizes = np.array([np.isin(rows, splits["train"]).sum() for rows in parts.values()])
     method = cfg.partition if cfg.partition != "auto" else table.default_partition
-    lines.append(
-        (
-            "clients",
-            f"{len(parts)} ({method}); training rows min {sizes.min()}, median {np.median(sizes):.0f}, "
-            f"max {sizes.max()}",
-        )
-    )
+    lines.append(("clients", f"{len(parts)} ({method}); training rows {_spread(sizes)}"))
+    if "instrument" in table.frame.columns:  # a financial table: how many names each client's model sees
+        names = table.frame["instrument"].to_numpy()
+        lines.append(("names per client", _spread(np.array([len(np.unique(names[r])) for r in parts.values()]))))
     lines.extend((f"labels {name}", table.label_balance(rows)) for name, rows in splits.items())
     lines.extend(("note", n) for n in table.notes)
     return lines
+
+
+def _spread(counts: np.ndarray) -> str:
+    return f"min {counts.min()}, median {np.median(counts):.0f}, max {counts.max()}"

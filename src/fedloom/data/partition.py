@@ -44,15 +44,21 @@ def iid_partition(num_rows: int, num_clients: int, rng: np.random.Generator) -> 
     return {_client_name(k, num_clients): np.sort(p) for k, p in enumerate(parts)}
 
 
-def dirichlet_proportions(names: np.ndarray, num_clients: int, alpha: float, seed: int, draw: int = 0) -> np.ndarray:
+def dirichlet_proportions(codes: np.ndarray, num_clients: int, alpha: float, seed: int, draw: int = 0) -> np.ndarray:
     """(identities × clients) row-stochastic matrix: row j ~ Dir(alpha · 1_K) (seed 000 §4.1), drawn from a
-    stream of (seed, draw, name j) alone, so an identity's proportions do not depend on the others present."""
+    stream of (seed, draw, identity j's `identity_codes`) alone, so an identity's proportions do not depend on
+    the others present."""
     if alpha <= 0:
         raise DataError(f"dirichlet alpha must be positive, got {alpha}")
     concentration = np.full(num_clients, float(alpha))
-    return np.stack(
-        [np.random.default_rng([seed, draw, zlib.crc32(str(n).encode())]).dirichlet(concentration) for n in names]
-    ).reshape(len(names), num_clients)
+    return np.stack([np.random.default_rng([seed, draw, int(c)]).dirichlet(concentration) for c in codes]).reshape(
+        len(codes), num_clients
+    )
+
+
+def identity_codes(names: np.ndarray) -> np.ndarray:
+    """A stable integer per identity name (CRC-32 of its text): the same in every table and process."""
+    return np.array([zlib.crc32(str(n).encode()) for n in names], dtype=np.uint64)
 
 
 def row_uniforms(seed: int, draw: int, identity_codes: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -90,12 +96,13 @@ def dirichlet_partition(
         order = np.argsort(inverse, kind="stable")
         keys = np.empty(len(inverse), dtype=np.int64)
         keys[order] = np.arange(len(inverse)) - np.searchsorted(inverse[order], inverse[order])
-    codes = np.array([zlib.crc32(n.encode()) for n in names], dtype=np.uint64)[inverse]
+    codes = identity_codes(names)
+    keys = np.asarray(keys)
     required = np.ones(len(identities), dtype=bool) if required is None else required
     with np.errstate(over="ignore"):
         for draw in range(MAX_DRAWS):
-            bounds = np.cumsum(dirichlet_proportions(names, num_clients, alpha, seed, draw), axis=1)[inverse]
-            u = row_uniforms(seed, draw, codes, np.asarray(keys))
+            bounds = np.cumsum(dirichlet_proportions(codes, num_clients, alpha, seed, draw), axis=1)[inverse]
+            u = row_uniforms(seed, draw, codes[inverse], keys)
             owner = np.minimum((u[:, None] >= bounds).sum(axis=1), num_clients - 1)
             if np.all(np.bincount(owner[required], minlength=num_clients) > 0):
                 return {_client_name(k, num_clients): np.flatnonzero(owner == k) for k in range(num_clients)}

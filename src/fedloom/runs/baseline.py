@@ -43,12 +43,12 @@ def learner_owners(learners: Mapping[str, Learner]) -> list[Owner]:
     return owners
 
 
-def constant_baseline(owners: Mapping[str, Learner] | Iterable[Owner]) -> dict[str, float]:
-    """The trivial predictor's scores over the clients (empty for text tasks); ``owners`` are the clients
-    as `Owner` s, or an LLM run's learners."""
+def constant_baseline(owners: Iterable[Owner]) -> dict[str, float]:
+    """The trivial predictor's scores over the clients (empty for text tasks): an LLM run's clients are
+    `learner_owners`, a reference's are built from its table."""
     from sklearn.dummy import DummyClassifier, DummyRegressor  # on use: a run's start-up stays light
 
-    clients = learner_owners(owners) if isinstance(owners, Mapping) else list(owners)
+    clients = list(owners)
     sizes = {split: {c.client_id: c.sizes[split] for c in clients} for split in SPLITS}
     evaluation: Evaluation = {"personal": {split: {} for split in SPLITS}}
     losses = []

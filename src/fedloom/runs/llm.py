@@ -24,7 +24,7 @@ from fedloom.backbone.peft_io import export_peft
 from fedloom.data.schema import SampleTable
 from fedloom.errors import FedloomError
 from fedloom.progress import Progress
-from fedloom.runs.baseline import constant_baseline
+from fedloom.runs.baseline import constant_baseline, learner_owners
 from fedloom.runs.config import RunConfig, config_digest
 from fedloom.runs.daily import test_predictions
 from fedloom.runs.methods import build_method
@@ -76,7 +76,7 @@ def run_method(
     write_run_report(rundir, report, f"{cfg.method} on {cfg.dataset}")
     summary.update(report.summary)
     if isinstance(ws.table, SampleTable):
-        summary["baseline"] = constant_baseline(ws.learners)
+        summary["baseline"] = constant_baseline(learner_owners(ws.learners))
         predicted = {rnd: t.predictions for rnd, t in tests.items() if t.predictions is not None}
         chosen = summary["selection"]["best_round"]
         summary.update(financial_outputs(cfg, ws, algorithm, result, rundir, chosen, predicted))

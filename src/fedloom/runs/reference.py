@@ -65,12 +65,9 @@ def reference_owners(table: SampleTable, clients: list[ClientData], eval_targets
     return owners
 
 
-def evaluate_scores(
-    table: SampleTable, clients: list[ClientData], scores: np.ndarray, eval_targets: np.ndarray
-) -> Evaluation:
+def evaluate_scores(owners: list[Owner], clients: list[ClientData], scores: np.ndarray) -> Evaluation:
     """``personal`` → split → client → the task's metrics of its scored rows (what a method's round logs)."""
     out: dict[str, dict[str, dict[str, float]]] = {}
-    owners = reference_owners(table, clients, eval_targets)
     for split in EVALUATED:
         for c, owner in zip(clients, owners, strict=True):
             rows = c.split(split)
@@ -156,7 +153,8 @@ def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -
     wall = time.perf_counter() - t0
     eval_targets = frame["return"].to_numpy(np.float32) if table.task_kind == "ranking" else table.targets
 
-    evaluation = evaluate_scores(table, clients, scores, eval_targets)
+    owners = reference_owners(table, clients, eval_targets)
+    evaluation = evaluate_scores(owners, clients, scores)
     sizes = {s: {c.client_id: len(c.split(s)) for c in clients} for s in ("train", *EVALUATED)}
     metrics = summarize(evaluation, sizes)
     ids = [c.client_id for c in clients]
@@ -171,7 +169,7 @@ def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -
     result = SimulationResult(Record({}), {}, [record])
     summary = build_summary(cfg, result, wall, str(out), primary, table.synthetic, {})
     summary["reference"]["fits"] = fit_info
-    summary["baseline"] = constant_baseline(reference_owners(table, clients, eval_targets))
+    summary["baseline"] = constant_baseline(owners)
     test = np.concatenate([c.test for c in clients])
     owner = np.concatenate([[c.client_id] * len(c.test) for c in clients])
     predictions = pd.DataFrame({"client": owner, "row": test, "date": frame["date"].to_numpy()[test],

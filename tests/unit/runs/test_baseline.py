@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fedloom.runs.baseline import constant_baseline
+from fedloom.runs.baseline import constant_baseline, learner_owners
 from fedloom.runs.workspace import prepare_workspace
 from tests.conftest import small_config
 
 
 def test_the_constant_is_each_clients_training_mean_and_its_train_loss_is_one_half():
     ws = prepare_workspace(small_config())
-    got = constant_baseline(ws.learners)
+    got = constant_baseline(learner_owners(ws.learners))
     assert got["train_loss"] == pytest.approx(0.5)
     mse = []
     for learner in ws.learners.values():
@@ -42,7 +42,7 @@ def test_a_one_pass_reference_reports_the_same_constant_as_an_llm_run_on_its_row
 
     cfg = small_config(method="ridge-probe", **{"references.ridge_probe.inputs": "covariates"})
     reference = run(cfg, tmp_path / "probe")["baseline"]
-    llm = constant_baseline(prepare_workspace(small_config()).learners)
+    llm = constant_baseline(learner_owners(prepare_workspace(small_config()).learners))
     assert reference["train_loss"] == pytest.approx(0.5)
     assert set(reference) == set(llm)
     for key, value in llm.items():

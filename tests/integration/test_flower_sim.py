@@ -90,6 +90,19 @@ def test_flower_simulation_equals_in_process(method, tmp_path):
     assert got["communication"] == expected["communication"]
 
 
+def test_shrunk_intercepts_on_flower_equal_in_process(tmp_path):
+    """train.head_intercept: shrunk on Flower: the nodes' sums come back by QUERY and (μ, τ²) rides on every
+    message, so a client sampled first in round 2 starts its head where it does in process."""
+    sets = {"method": "fedavg", "federation.fraction": 0.67, "train.head_start": "ridge",
+            "train.head_intercept": "shrunk"}  # fmt: skip
+    cfg = small_config(**sets)
+    got = assert_same_run(cfg, tmp_path, lambda ws, out: simulate(cfg, ws, out))
+    expected = json.loads((tmp_path / "in-process" / "summary.json").read_text())
+    assert got["communication"] == expected["communication"]
+    first = json.loads((tmp_path / "flower" / "metrics.jsonl").read_text().splitlines()[0])
+    assert first["diagnostics"]["federation_mean/clients"] == 3
+
+
 @pytest.mark.parametrize("method", ["fedavg", "rpa"])
 def test_secagg_plus_on_flower_equals_the_in_process_arithmetic(method, tmp_path):
     """Flower's SecAgg+ (masked, quantized uploads; the server unmasks only their weighted sum) ends

@@ -40,6 +40,18 @@ class LocalTrainingConfig(BaseModel):
         "(each dimension shifted and scaled by the client's own training-row statistics of the frozen model's "
         "pooled state, private like the head; beyond the seed)",
     )
+    head_intercept: Literal["local", "shrunk"] = Field(
+        "local",
+        description="where a regression head's predictions centre at the start: local (the client's training mean, "
+        "seed 000's recipe) or shrunk (that mean shrunk toward the federation's by empirical Bayes, from five sums "
+        "per client sent once before round 1; beyond the seed)",
+    )
+    head_update: Literal["adam", "ridge"] = Field(
+        "adam",
+        description="how a private linear head learns each round: adam (AdamW steps at head_lr, seed 000's recipe) "
+        "or ridge (refitted in closed form on the client's training rows under the current adapters, before and "
+        "after the adapter steps, α chosen once on validation; beyond the seed)",
+    )
     optimizer_state: Literal["reset", "keep"] = Field(
         "reset",
         description="reset: a fresh AdamW every round; keep: each client's AdamW moments carry over to its next "

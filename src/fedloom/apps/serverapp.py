@@ -55,7 +55,8 @@ def _serve(grid: Grid, cfg: RunConfig, out: Path, num_nodes: int, resume: bool, 
     algorithm = build_method(cfg, lm, server=True)
     pool = FlowerClients(grid, dump_config(cfg), cfg.federation, run_key, num_nodes, connect_timeout)
     info = next(iter(pool.info.values()))
-    runtime = Runtime(algorithm, pool, cfg.federation, cfg.seed)
+    shrink = cfg.train.head_intercept == "shrunk"
+    runtime = Runtime(algorithm, pool, cfg.federation, cfg.seed, shrink_intercepts=shrink)
     env = {"runtime": "flower", "nodes": dict(pool.nodes)}
     _, summary = run_rounds(cfg, runtime, out, lm=lm, shared_init=shared_init(cfg, lm), env=env, resume=resume,
                             metric=str(info["primary_metric"]), synthetic=bool(info["synthetic"]))  # fmt: skip

@@ -155,6 +155,8 @@ def _learner(
         head_seed=head_seed,
         head_start=cfg.train.head_start,
         head_input=cfg.train.head_input,
+        head_intercept=cfg.train.head_intercept,
+        head_update=cfg.train.head_update,
         keeps_optimizer=cfg.train.optimizer_state == "keep",
     )
 

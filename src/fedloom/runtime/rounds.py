@@ -8,6 +8,7 @@ business: in this process (`fedloom.runtime.simulation`) or on Flower nodes
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -27,6 +28,7 @@ from fedloom.runtime.config import FederationConfig
 from fedloom.runtime.sampling import select_clients
 from fedloom.runtime.secure import masked_bytes
 from fedloom.runtime.validation import validate_upload
+from fedloom.tasks.intercept import FederationMean, MeanSums
 
 EVAL_SPLITS = ("val", "test")
 Evaluation = dict[str, dict[str, dict[str, dict[str, float]]]]  # mode → split → client → metric → value
@@ -105,6 +107,12 @@ class ClientPool(Protocol):
     def states(self) -> dict[str, Record]:
         """The private states this pool holds for checkpoints (none where nodes keep their own)."""
 
+    def mean_sums(self) -> dict[str, MeanSums]:
+        """Each reachable client's five sums of its training mean (``train.head_intercept: shrunk``)."""
+
+    def share_federation_mean(self, federation: FederationMean) -> None:
+        """Give every client the federation's (μ, τ²) before its head starts."""
+
 
 def summarize(per_mode: Evaluation, sizes: Mapping[str, Mapping[str, int]]) -> dict[str, float]:
     """``{mode}/{split}/{metric}/{macro|weighted|worst25}`` over clients; mode is personal or global."""
@@ -142,8 +150,12 @@ class Runtime:
         cfg: FederationConfig,
         seed: int,
         progress: Progress | None = None,
+        shrink_intercepts: bool = False,
     ) -> None:
+        """``shrink_intercepts``: before round 1 the clients' heads get the federation's mean of their training
+        means (``train.head_intercept: shrunk``, `fedloom.tasks.intercept`)."""
         self.algorithm, self.pool, self.cfg, self.seed = algorithm, pool, cfg, seed
+        self.shrink_intercepts = shrink_intercepts
         self.secure = cfg.secure_aggregation.enabled
         if self.secure and not algorithm.summable:
             raise ConfigError(
@@ -179,11 +191,16 @@ class Runtime:
         else:
             server = resume_from.server
             history = [RoundRecord(**r) for r in resume_from.history]
+        # before any head starts; again on resume (a node may start its client's head in any round)
+        setup = self.share_federation_mean() if self.shrink_intercepts else None
         self.pool.start(shared_init, None if resume_from is None else resume_from.clients)
         start = len(history) + 1
         advance = self.progress.task(f"{self.algorithm.name}: rounds", rounds - start + 1)
         for rnd in range(start, rounds + 1):
             server, record = self.run_round(rnd, server)
+            if setup is not None:  # the exchange's cost and result go into the first round's record
+                setup(record)
+                setup = None
             if rnd % self.cfg.eval_every == 0 or rnd == rounds:
                 t0 = time.perf_counter()
                 record.evaluation = self.evaluate(server, rnd, self.round_splits)
@@ -198,6 +215,26 @@ class Runtime:
                 on_round(record)
             advance(1)
         return SimulationResult(server, self.pool.states(), history)
+
+    def share_federation_mean(self) -> Callable[[RoundRecord], None]:
+        """Collect the clients' `MeanSums`, add them (a sum: secure aggregation would pass it unchanged),
+        share (μ, τ²) with every client; returns what records the exchange in the first round's record."""
+        sums = self.pool.mean_sums()
+        federation = sum(sums.values(), MeanSums()).federation_mean()
+        self.pool.share_federation_mean(federation)
+        up, down = len(MeanSums().as_tuple()) * 8, 2 * 8  # float64 numbers
+
+        def record(rec: RoundRecord) -> None:
+            for cid in sums:
+                rec.upload_bytes[cid] = rec.upload_bytes.get(cid, 0) + up
+                rec.download_bytes[cid] = rec.download_bytes.get(cid, 0) + down
+            _accumulate(rec.bytes_by_group, "upload", {"mean_sums": up * len(sums)})
+            _accumulate(rec.bytes_by_group, "download", {"federation_mean": down * len(sums)})
+            tau2 = None if math.isinf(federation.tau2) else federation.tau2  # JSON has no inf
+            rec.diagnostics |= {"federation_mean/mean": federation.mean, "federation_mean/tau2": tau2,
+                                "federation_mean/clients": len(sums)}  # fmt: skip
+
+        return record
 
     def sample(self, rnd: int) -> list[str]:
         return select_clients(sorted(self.pool.ids), self.cfg.fraction, self.cfg.clients_per_round, rnd, self.seed)

@@ -20,6 +20,7 @@ from fedloom.runtime.memory import algorithm_state, split_memory, with_memory
 from fedloom.runtime.rounds import EVAL_SPLITS, ClientResult, Evaluation, Runtime, SecureRound, empty_evaluation
 from fedloom.runtime.secure import clipped, weighted_mean
 from fedloom.seeding import derive_seed, generator
+from fedloom.tasks.intercept import FederationMean, MeanSums
 from fedloom.tasks.learner import Learner, OptimizerMemory
 
 
@@ -96,6 +97,13 @@ class InProcessClients:
     def states(self) -> dict[str, Record]:
         return dict(self._states)
 
+    def mean_sums(self) -> dict[str, MeanSums]:
+        return {cid: lrn.mean_sums() for cid, lrn in self.learners.items()}
+
+    def share_federation_mean(self, federation: FederationMean) -> None:
+        for lrn in self.learners.values():
+            lrn.federation_mean = federation
+
 
 class InProcessRuntime(Runtime):
     """The round loop over in-process clients."""
@@ -108,10 +116,12 @@ class InProcessRuntime(Runtime):
         seed: int,
         progress: Progress | None = None,
     ) -> None:
+        """The intercepts are shrunk (`Runtime`) when the learners' ``head_intercept`` says so."""
         progress = progress or SilentProgress()
         clip = cfg.secure_aggregation.clipping_range
         pool = InProcessClients(algorithm, learners, seed, cfg.wire, progress, clip)
-        super().__init__(algorithm, pool, cfg, seed, progress)
+        shrink = any(lrn.head_intercept == "shrunk" for lrn in learners.values())
+        super().__init__(algorithm, pool, cfg, seed, progress, shrink)
         self.learners = pool.learners
 
 

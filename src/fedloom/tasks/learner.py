@@ -24,6 +24,7 @@ from fedloom.data.schema import ClientData
 from fedloom.errors import ConfigError
 from fedloom.tasks.classification import ClassificationTask
 from fedloom.tasks.generation import GenerationTask
+from fedloom.tasks.intercept import FederationMean, MeanSums, shrunk_mean
 from fedloom.tasks.registry import Task
 from fedloom.tasks.regression import HEAD_BIAS, HEAD_WEIGHT, RegressionTask
 from fedloom.tasks.ridge import ridge, ridge_path
@@ -51,6 +52,9 @@ SINGLE = Mixture((DEFAULT_SLOT,))
 FROZEN = Mixture(())  # no adapter slot: the frozen model's features
 HeadStart = Literal["uniform", "zero", "ridge"]
 HeadInput = Literal["raw", "standardized"]
+HeadIntercept = Literal["local", "shrunk"]
+HeadUpdate = Literal["adam", "ridge"]
+LINEAR_HEAD = (HEAD_WEIGHT, HEAD_BIAS)  # what ``head_update: ridge`` refits (a side channel's MLP still trains)
 
 
 class OptimizerMemory:
@@ -132,12 +136,17 @@ class Learner:
         head_start: HeadStart = "uniform",
         keeps_optimizer: bool = False,
         head_input: HeadInput = "raw",
+        head_intercept: HeadIntercept = "local",
+        head_update: HeadUpdate = "adam",
     ) -> None:
         """``eval_targets`` (default: ``targets``) are what metrics compare with, e.g. the raw return
         where training uses a normalized label (Qlib ranking); ``side_channel`` feeds covariates to
         the head beside the pooled hidden state; ``head_seed`` gives every client the same head init;
         ``head_start`` where the head starts (`init_head`); ``keeps_optimizer``: the client's AdamW
-        moments carry over from round to round (`OptimizerMemory`, set by the runtime for an update)."""
+        moments carry over from round to round (`OptimizerMemory`, set by the runtime for an update);
+        ``head_intercept: shrunk`` moves the head's start to the client's training mean shrunk toward the
+        federation's (`fedloom.tasks.intercept`; the runtime sets ``federation_mean`` before round 1);
+        ``head_update: ridge``: `fit` refits the linear head in closed form instead of stepping it (`refit_head`)."""
         self.lm = lm
         self.features = features
         self.targets = torch.as_tensor(targets, dtype=torch.float32)
@@ -153,6 +162,10 @@ class Learner:
         self.head_start = head_start
         self.keeps_optimizer = keeps_optimizer
         self.head_input = head_input
+        self.head_intercept = head_intercept
+        self.head_update = head_update
+        self._alpha: float | None = None
+        self.federation_mean: FederationMean | None = None
         self.memory: OptimizerMemory | None = None
         self._standardizer: tuple[Tensor, Tensor] | None = None
 
@@ -175,7 +188,8 @@ class Learner:
         """A fresh private head: ``uniform``, ``nn.Linear``'s random init from ``generator`` (or from the
         shared ``head_seed`` stream when set; seed 000's recipe); ``zero``, weights and bias 0 (predicts
         the training mean); ``ridge``, the closed-form ridge fit on this client's training rows of the
-        frozen model's features, α chosen on its validation rows (`fedloom.tasks.ridge`)."""
+        frozen model's features, α chosen on its validation rows (`fedloom.tasks.ridge`). With ``head_intercept:
+        shrunk`` a regression head's bias then moves to the shrunk training mean (`_shrunk`)."""
         if self.head_seed is not None:
             generator = torch.Generator().manual_seed(self.head_seed)
         if self.side_channel is None:
@@ -183,31 +197,91 @@ class Learner:
         else:
             width = self.lm.hidden_size + self.side_channel.width
             head = {**self.task.init_head(width, generator), **self.side_channel.init(generator)}
-        if self.head_start == "uniform" or isinstance(self.task, GenerationTask):
+        if isinstance(self.task, GenerationTask):
             return head
         if self.head_start == "zero":
-            return {
+            head = {
                 **head,
                 HEAD_WEIGHT: torch.zeros_like(head[HEAD_WEIGHT]),
                 HEAD_BIAS: torch.zeros_like(head[HEAD_BIAS]),
             }
-        return {**head, **self._ridge_head(head)}
+        elif self.head_start == "ridge":
+            head = {**head, **self._ridge_head(head)}
+        return head if self.head_intercept == "local" else self._shrunk(head)
+
+    def mean_sums(self) -> MeanSums:
+        """What this client sends for ``head_intercept: shrunk``: five sums of its training targets' mean."""
+        return MeanSums.of(self.targets[torch.as_tensor(self.data.train)].numpy())
+
+    def _shrunk(self, head: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """``head`` with its bias moved so its predictions centre on the shrunk training mean instead of the
+        client's own: + (ỹ − ȳ) / s in standardized units (a least-squares head's training residuals have
+        mean 0, so its training loss rises by exactly ½ ((ỹ − ȳ) / s)²)."""
+        task = self.task
+        if not isinstance(task, RegressionTask):
+            raise ConfigError(f"train.head_intercept: shrunk moves a regression head's intercept; client "
+                              f"{self.client_id} has a {type(task).__name__} (use head_intercept: local)")  # fmt: skip
+        if self.federation_mean is None:
+            raise ConfigError(f"client {self.client_id}: train.head_intercept: shrunk needs the federation's mean, "
+                              "which the runtime shares before round 1; none was shared")  # fmt: skip
+        train = self.targets[torch.as_tensor(self.data.train)].numpy()
+        offset = (shrunk_mean(train, self.federation_mean) - task.target_mean) / task.target_std
+        return {**head, HEAD_BIAS: head[HEAD_BIAS] + offset}
 
     @torch.no_grad()
     def _ridge_head(self, head: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """The least-squares head on the frozen features of the training rows (+ the side channel at its
-        init), α by the task loss on the validation rows (none: α = the feature width)."""
+        init), α chosen on the validation rows (`ridge_alpha`)."""
+        return self._ridge_fit(head, FROZEN, self.ridge_alpha())
+
+    @torch.no_grad()
+    def ridge_alpha(self) -> float:
+        """The ridge penalty of this client's head, chosen once on its validation rows by the task loss of the
+        fit on the frozen pooled state (none: the state's width) and kept for the run. The state alone: a side
+        channel's features change as it trains, and α must not depend on when it is asked for; ridge
+        standardizes its inputs, so ``head_input`` does not change the choice."""
+        if self._alpha is None:
+            task = self.task
+            assert not isinstance(task, GenerationTask)
+            train, val = self.data.train, self.data.split("val")
+
+            def state(rows: np.ndarray) -> Tensor:
+                size = self.eval_batch_size
+                return torch.cat(
+                    [self.pooled({}, rows[i : i + size], mixture=FROZEN) for i in range(0, len(rows), size)]
+                )
+
+            x, y = state(train), task.least_squares_targets(self.targets[torch.as_tensor(train)])
+            if len(val):
+                xv, yv = state(val), self.targets[torch.as_tensor(val)]
+                _, _, self._alpha = ridge_path(x, y, lambda w, b: float(task.loss(task.head_from(w, b), xv, yv)))
+            else:
+                self._alpha = float(x.shape[1])
+        return self._alpha
+
+    @torch.no_grad()
+    def refit_head(self, params: Mapping[str, Tensor], mixture: Mixture = SINGLE) -> dict[str, Tensor]:
+        """``head_update: ridge`` (beyond seed 000): the linear head refitted in closed form on the features
+        ``params``' adapters give the training rows, with the run's α (`ridge_alpha`) and, with ``head_intercept:
+        shrunk``, the shrunk intercept. A head stepped by Adam from its optimum moves every weight by about the
+        learning rate whatever its gradient (Adam's steps are sign-like), which is noise where the gradient is
+        small; the refitted head is the optimum of the features as they are."""
+        head = self._ridge_fit(params, mixture, self.ridge_alpha())
+        return head if self.head_intercept == "local" else self._shrunk(head)
+
+    def _ridge_fit(self, params: Mapping[str, Tensor], mixture: Mixture, alpha: float) -> dict[str, Tensor]:
         task = self.task
         assert not isinstance(task, GenerationTask)
-        train, val = self.data.train, self.data.split("val")
-        x = self.head_features(head, train, mixture=FROZEN)
-        y = task.least_squares_targets(self.targets[torch.as_tensor(train)])
-        if len(val):
-            xv, yv = self.head_features(head, val, mixture=FROZEN), self.targets[torch.as_tensor(val)]
-            weight, bias, _ = ridge_path(x, y, lambda w, b: float(task.loss(task.head_from(w, b), xv, yv)))
-        else:
-            weight, bias = ridge(x, y, float(x.shape[1]))
+        train = self.data.train
+        x = self._head_inputs(params, train, mixture)
+        weight, bias = ridge(x, task.least_squares_targets(self.targets[torch.as_tensor(train)]), alpha)
         return task.head_from(weight, bias)
+
+    def _head_inputs(self, params: Mapping[str, Tensor], rows: np.ndarray, mixture: Mixture) -> Tensor:
+        """`head_features` of ``rows`` in evaluation batches (no dropout)."""
+        size = self.eval_batch_size
+        parts = [self.head_features(params, rows[i : i + size], mixture=mixture) for i in range(0, len(rows), size)]
+        return torch.cat(parts) if parts else torch.zeros(0, 0)
 
     def head_features(
         self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
@@ -286,9 +360,17 @@ class Learner:
         unknown = trainable - params.keys()
         if unknown:
             raise ConfigError(f"client {self.client_id}: cannot train unknown tensors {sorted(unknown)[:3]}")
+        refit = self.head_update == "ridge" and HEAD_WEIGHT in trainable and not isinstance(self.task, GenerationTask)
+        if refit:  # the linear head is solved, before the steps (for their gradients) and after (for the model)
+            params = {**params, **self.refit_head(params, mixture)}
+            groups = [g for g in (replace(g, keys=tuple(k for k in g.keys if k not in LINEAR_HEAD)) for g in groups)
+                      if g.keys]  # fmt: skip
+            trainable -= set(LINEAR_HEAD)
+            grad_offset = {k: v for k, v in (grad_offset or {}).items() if k not in LINEAR_HEAD}
         live = {k: v.detach().clone().requires_grad_(k in trainable) for k, v in params.items()}
         optimizer = torch.optim.AdamW(
             [{"params": [live[k] for k in g.keys], "lr": g.lr, "weight_decay": g.weight_decay} for g in groups]
+            or [{"params": [torch.zeros(0, requires_grad=True)]}]  # nothing left to step (see the loop)
         )
         ordered = list(dict.fromkeys(k for g in groups for k in g.keys))
         slot = self.memory.restore(optimizer, live, ordered) if self.memory is not None else None
@@ -300,6 +382,9 @@ class Learner:
         losses: list[float] = []
         for rows in batches:
             loss = self.loss(live, rows, train=True, mixture=mixture)
+            if not trainable:  # a refitted head was all there was to train: the losses are still measured
+                losses.append(float(loss.detach()))
+                continue
             total = loss if regularizer is None else loss + regularizer(live)
             optimizer.zero_grad(set_to_none=True)
             total.backward()
@@ -316,6 +401,8 @@ class Learner:
         if self.memory is not None and slot is not None:
             self.memory.keep(optimizer, live, ordered, slot)
         out = {k: v.detach() for k, v in live.items()}
+        if refit:
+            out |= self.refit_head(out, mixture)
         return FitResult(out, float(np.mean(losses)) if losses else float("nan"), len(batches), sum(map(len, batches)))
 
     def gradient(self, params: Mapping[str, Tensor], keys: Sequence[str], rows: np.ndarray) -> dict[str, Tensor]:

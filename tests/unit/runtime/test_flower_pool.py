@@ -34,7 +34,10 @@ class FakeGrid:
     def _answer(self, msg):
         node = msg.metadata.dst_node_id
         kind = msg.metadata.message_type
-        if kind == "query":
+        if kind == "query" and "ask" in msg.content.config_records:  # mean sums: bob's are malformed
+            sums = {"count": 1.0, "w": 2.0, "wy": 2.0, "wyy": 2.0, "ww": 4.0}
+            content = RecordDict({"mean_sums": ConfigRecord(sums if node == 1 else {**sums, "w": float("nan")})})
+        elif kind == "query":
             info = {"client_id": self.nodes[node], "primary_metric": "ic", "synthetic": True,
                     "size/train": 4, "size/val": 2, "size/test": 2, **self.query.get(node, {})}  # fmt: skip
             content = RecordDict({"client": ConfigRecord({k: v for k, v in info.items() if v is not None})})
@@ -83,3 +86,39 @@ def test_a_malformed_query_reply_leaves_that_node_out_and_the_run_goes_on(server
     grid.query[3] = poison
     results = pool.train(1, {"alice": Record({"w": torch.zeros(2)})})
     assert results["alice"].failure is None and "carol" not in pool.nodes and "node 3 sent" in caplog.text
+
+
+def test_mean_sums_come_back_checked_and_the_shared_mean_rides_on_every_message(pool, caplog):
+    """head_intercept: shrunk on Flower: a QUERY asks each node for its five sums; a malformed answer leaves
+    that client out (logged); once shared, (μ, τ²) travels in every message's run record."""
+    from fedloom.tasks.intercept import FederationMean, MeanSums
+
+    assert pool.mean_sums() == {"alice": MeanSums(1.0, 2.0, 2.0, 2.0, 4.0)}
+    assert "client bob sent malformed mean sums" in caplog.text
+    assert "federation_mean" not in pool.run_record(1)
+    pool.share_federation_mean(FederationMean(0.5, 0.25))
+    assert list(pool.run_record(3)["federation_mean"]) == [0.5, 0.25]
+
+
+def test_a_node_answers_the_mean_sums_query_and_starts_its_head_from_the_shared_mean(tmp_path):
+    """The node's side: its sums of its own training targets, and the run record's (μ, τ²) set on its learner
+    before the client's state is first made."""
+    import numpy as np
+
+    from fedloom.runtime.flower.node import Federation, Node
+    from fedloom.tasks.intercept import FederationMean, MeanSums
+
+    targets = np.array([0.01, -0.02, 0.03, 0.0])
+    seen = []
+    learner = SimpleNamespace(mean_sums=lambda: MeanSums.of(targets), federation_mean=None)
+    algorithm = SimpleNamespace(init_client=lambda init, lrn, gen: seen.append(lrn.federation_mean) or Record())
+    fed = Federation(algorithm=algorithm, learners={"alice": learner}, shared_init={}, seed=0,  # type: ignore[arg-type]
+                     wire=torch.float32, synthetic=False)  # fmt: skip
+    node = Node(lambda config, node_config: fed)
+    run = {"round": 0, "config": "", "run_key": "0" * 32}
+    ask = RecordDict({"run": ConfigRecord(run), "ask": ConfigRecord({"what": "mean_sums"})})
+    reply = node.query(ask, {"partition-id": 0, "state-dir": str(tmp_path)})
+    assert dict(reply.config_records["mean_sums"]) == MeanSums.of(targets).as_dict()
+    shared = RecordDict({"run": ConfigRecord({**run, "round": 1, "federation_mean": [0.5, 0.25]})})
+    node._client_state(shared, {"partition-id": 0, "state-dir": str(tmp_path)}, 1)
+    assert seen == [FederationMean(0.5, 0.25)]

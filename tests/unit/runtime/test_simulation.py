@@ -169,3 +169,27 @@ def test_clients_per_round(workspace):
 def test_min_clients_above_the_partition_is_refused_before_round_1(workspace):
     with pytest.raises(ConfigError, match="min_clients=4, but the partition has only 3 clients"):
         InProcessRuntime(FedAvg(small_config().train), workspace.learners, FederationConfig(min_clients=4), seed=0)
+
+
+def test_shrunk_intercepts_share_the_federations_mean_before_round_1_and_count_its_bytes(workspace):
+    """head_intercept: shrunk: every client's head starts from (μ, τ²) of the summed `MeanSums`; the exchange
+    (five float64 sums up, two numbers down per client) is in round 1's bytes and diagnostics."""
+    import copy
+
+    from fedloom.tasks.intercept import MeanSums
+
+    learners = {c: copy.copy(lrn) for c, lrn in workspace.learners.items()}
+    for lrn in learners.values():
+        lrn.head_intercept = "shrunk"
+    rt = InProcessRuntime(FedAvg(small_config().train), learners, FederationConfig(), seed=0)
+    plain = InProcessRuntime(FedAvg(small_config().train), workspace.learners, FederationConfig(), seed=0)
+    (first,) = rt.run(workspace.shared_init, rounds=1).history
+    (base,) = plain.run(workspace.shared_init, rounds=1).history
+    expected = sum((lrn.mean_sums() for lrn in learners.values()), MeanSums()).federation_mean()
+    assert all(lrn.federation_mean == expected for lrn in learners.values())
+    assert first.diagnostics["federation_mean/mean"] == expected.mean
+    assert first.diagnostics["federation_mean/clients"] == len(learners)
+    assert {c: first.upload_bytes[c] - base.upload_bytes[c] for c in learners} == {c: 40 for c in learners}
+    assert {c: first.download_bytes[c] - base.download_bytes[c] for c in learners} == {c: 16 for c in learners}
+    assert first.bytes_by_group["upload"]["mean_sums"] == 40 * len(learners)
+    assert "federation_mean/mean" not in base.diagnostics

@@ -178,6 +178,74 @@ def test_a_zero_head_predicts_the_training_mean(learner):
     assert float(learner.loss(head, learner.data.train, mixture=FROZEN)) == pytest.approx(0.5, rel=1e-5)
 
 
+def test_a_shrunk_intercept_moves_every_prediction_to_the_shrunk_mean(learner):
+    """head_intercept: shrunk: the ridge head's predictions all move by ỹ − ȳ (return units), so its training
+    loss rises by exactly ½ ((ỹ − ȳ) / s)² (least-squares residuals have mean 0 on the training rows)."""
+    from fedloom.tasks.intercept import FederationMean, shrunk_mean
+    from fedloom.tasks.learner import FROZEN
+
+    learner.head_start = "ridge"
+    local = learner.init_head(torch.Generator().manual_seed(0))
+    learner.head_intercept, learner.federation_mean = "shrunk", FederationMean(0.05, 1e-6)
+    head = learner.init_head(torch.Generator().manual_seed(0))
+    train_targets = learner.targets[learner.data.train].numpy()
+    move = shrunk_mean(train_targets, learner.federation_mean) - float(np.mean(train_targets))
+    assert abs(move) > 1e-3  # the federation's mean is far from this client's
+    shift = learner.predict(head, "test", mixture=FROZEN) - learner.predict(local, "test", mixture=FROZEN)
+    np.testing.assert_allclose(shift, move, rtol=1e-3)
+    rise = 0.5 * (move / learner.task.target_std) ** 2
+    train = learner.data.train
+    before, after = (float(learner.loss(h, train, mixture=FROZEN)) for h in (local, head))
+    assert after - before == pytest.approx(rise, rel=1e-3)
+
+
+def test_a_shrunk_intercept_without_the_federations_mean_or_on_classes_is_refused(learner):
+    from fedloom.tasks.classification import ClassificationTask
+    from fedloom.tasks.intercept import FederationMean
+
+    learner.head_intercept = "shrunk"
+    with pytest.raises(ConfigError, match="needs the federation's mean"):
+        learner.init_head(torch.Generator().manual_seed(0))
+    learner.federation_mean, learner.task = FederationMean(0.0, 1.0), ClassificationTask(2)
+    with pytest.raises(ConfigError, match="regression head's intercept"):
+        learner.init_head(torch.Generator().manual_seed(0))
+
+
+def test_a_ridge_updated_head_is_the_closed_form_fit_on_the_adapted_features_after_the_steps(learner):
+    """head_update: ridge: after `fit` the linear head is the ridge fit (the run's α) on the features the
+    trained adapters give the training rows, whatever head_lr; the adapters still take their steps."""
+    from fedloom.tasks.ridge import ridge
+
+    learner.head_update = "ridge"
+    params = _params(learner)
+    fit = learner.fit(params, _opt(list(params), 5e-2), steps=3, generator=torch.Generator().manual_seed(0))
+    adapters = [k for k in params if not k.startswith(HEAD_PREFIX)]
+    assert any(not torch.equal(fit.params[k], params[k]) for k in adapters)
+    train = learner.data.train
+    x = learner.head_features(fit.params, train)
+    weight, bias = ridge(x, learner.task.least_squares_targets(learner.targets[train]), learner.ridge_alpha())
+    torch.testing.assert_close(fit.params["head.weight"], weight.float().reshape(1, -1), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(fit.params["head.bias"], bias.float().reshape(1), rtol=1e-4, atol=1e-5)
+
+
+def test_adams_first_step_moves_every_head_weight_by_the_learning_rate_and_a_refit_keeps_the_fit(learner):
+    """Why head_update: ridge exists: one AdamW step on the ridge head moves every weight by head_lr (Adam's
+    first step is lr·g/(|g| + ε)), however small its gradient; with the refit nothing is stepped (the losses
+    are still measured) and the head stays the ridge fit."""
+    from fedloom.tasks.learner import FROZEN
+
+    learner.head_start = "ridge"
+    head = learner.init_head(torch.Generator().manual_seed(0))
+    opt = _opt(list(head), 1e-3)
+    stepped = learner.fit(head, opt, steps=1, generator=torch.Generator().manual_seed(1), mixture=FROZEN)
+    moved = (stepped.params["head.weight"] - head["head.weight"]).abs().ravel()
+    assert float((moved - 1e-3).abs().max()) < 2e-5  # every weight, not only those with a large gradient
+    learner.head_update = "ridge"
+    kept = learner.fit(head, opt, steps=4, generator=torch.Generator().manual_seed(1), mixture=FROZEN)
+    assert kept.steps == 4 and np.isfinite(kept.loss)
+    torch.testing.assert_close(kept.params["head.weight"], head["head.weight"], rtol=1e-4, atol=1e-6)
+
+
 def test_the_optimizer_memory_carries_adams_moments_into_the_next_fit(learner):
     from fedloom.tasks.learner import OptimizerMemory
 

@@ -40,6 +40,7 @@ from fedloom.runtime.flower.secure import FITINS, MESSAGE, SECONDS, secure_fitre
 from fedloom.runtime.rounds import EVAL_SPLITS
 from fedloom.runtime.simulation import client_round, evaluate_client
 from fedloom.seeding import generator
+from fedloom.tasks.intercept import FederationMean
 from fedloom.tasks.learner import Learner
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,8 @@ RUN_KEY = re.compile(r"[0-9a-f]{32}")
 RUN = "run"  # ConfigRecord of every message: round, the run's configuration (YAML) and its key
 IDENTITY = "identity"  # ConfigRecord of a QUERY: the nonce a node signs to prove which client it is
 DOWNLOAD, SERVER = "download", "server"
+ASK, MEAN_SUMS = "ask", "mean_sums"  # a QUERY asking for the client's `MeanSums` (``train.head_intercept: shrunk``)
+FEDERATION_MEAN = "federation_mean"  # RUN key: the federation's [μ, τ²], once the server has shared it
 TRAIN_SPLITS = ("train", *EVAL_SPLITS)  # split sizes a node reports (train: SecAgg+'s largest weight)
 NodeConfig = Mapping[str, Any]  # a SuperNode's --node-config
 
@@ -156,10 +159,13 @@ class Node:
                               "the details in its log") from None  # fmt: skip
 
     def query(self, content: RecordDict, node: NodeConfig) -> RecordDict:
-        """Which client this node is, its split sizes and primary metric."""
+        """Which client this node is, its split sizes and primary metric; or, asked for them, the five sums
+        of its training targets' mean (`fedloom.tasks.intercept`)."""
         fed = self._federation(content, node)
         cid = client_id(fed, node)
         learner = fed.learners[cid]
+        if ASK in content.config_records and content.config_records[ASK].get("what") == MEAN_SUMS:
+            return RecordDict({MEAN_SUMS: ConfigRecord(dict[str, Any](learner.mean_sums().as_dict()))})
         info: dict[str, Any] = {
             "client_id": cid,
             "primary_metric": learner.task.primary_metric,
@@ -207,6 +213,10 @@ class Node:
         store = NodeState(node, str(content.config_records[RUN]["run_key"]), cid)
         state = store.load(before=rnd)
         if state is None:
+            shared = content.config_records[RUN].get(FEDERATION_MEAN)
+            if shared is not None:
+                mean, tau2 = (float(v) for v in shared)  # type: ignore[union-attr]
+                fed.learners[cid].federation_mean = FederationMean(mean, tau2)
             state = fed.algorithm.init_client(fed.shared_init, fed.learners[cid], generator(fed.seed, "init", cid))
         return fed, cid, store, state
 

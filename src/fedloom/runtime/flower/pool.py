@@ -8,6 +8,7 @@ come back. The nodes answer with `fedloom.runtime.flower.node.Node`.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -20,10 +21,11 @@ from fedloom.algorithms.base import Record
 from fedloom.errors import ConfigError
 from fedloom.runtime.config import FederationConfig
 from fedloom.runtime.flower.identity import claim, new_nonce, public_key, verify
-from fedloom.runtime.flower.node import DOWNLOAD, IDENTITY, RUN, SERVER, TRAIN_SPLITS
+from fedloom.runtime.flower.node import ASK, DOWNLOAD, FEDERATION_MEAN, IDENTITY, MEAN_SUMS, RUN, SERVER, TRAIN_SPLITS
 from fedloom.runtime.flower.records import from_recorddict, to_recorddict
 from fedloom.runtime.flower.secure import SECONDS, secure_round
 from fedloom.runtime.rounds import EVAL_SPLITS, ClientResult, Evaluation, SecureRound, empty_evaluation
+from fedloom.tasks.intercept import FederationMean, MeanSums
 
 log = logging.getLogger("fedloom")
 
@@ -48,6 +50,7 @@ class FlowerClients:
         self.info: dict[str, dict[str, Any]] = {}
         self.keys = {cid: public_key(spec, cid) for cid, spec in federation.identities.items()}
         self.refused: set[int] = set()  # nodes whose claim did not verify: not asked again (a fixed node reconnects)
+        self.federation_mean: FederationMean | None = None  # sent with every message once shared
         deadline = time.monotonic() + connect_timeout
         while len(list(grid.get_node_ids())) < num_nodes:
             if time.monotonic() > deadline:
@@ -59,7 +62,10 @@ class FlowerClients:
         self.sizes = {s: {c: int(self.info[c][f"size/{s}"]) for c in self.ids} for s in EVAL_SPLITS}
 
     def run_record(self, rnd: int) -> ConfigRecord:
-        return ConfigRecord({"round": rnd, "config": self.config, "run_key": self.run_key})
+        record: dict[str, Any] = {"round": rnd, "config": self.config, "run_key": self.run_key}
+        if self.federation_mean is not None:  # a node reads it whenever it starts its client's head
+            record[FEDERATION_MEAN] = [self.federation_mean.mean, self.federation_mean.tau2]
+        return ConfigRecord(record)
 
     def refresh(self) -> None:
         """Ask every node not yet known which client it is (with ``federation.identities``, a claim
@@ -107,6 +113,28 @@ class FlowerClients:
 
     def states(self) -> dict[str, Record]:
         return {}  # private states stay on the nodes
+
+    def mean_sums(self) -> dict[str, MeanSums]:
+        """Each connected client's five sums (a QUERY asking for them); a node that fails or answers malformed
+        numbers is logged and left out of the sums."""
+        self.refresh()
+        asks = {cid: RecordDict({ASK: ConfigRecord({"what": MEAN_SUMS})}) for cid in self.nodes}
+        replies, errors = self._exchange(MessageType.QUERY, 0, asks)
+        out = {}
+        for cid in asks:
+            try:
+                out[cid] = mean_sums_of(replies[cid]) if cid in replies else None
+            except ValueError as exc:
+                log.warning("client %s sent malformed mean sums (%s): left out of the federation's mean", cid, exc)
+                continue
+            if out[cid] is None:
+                del out[cid]
+                log.warning("client %s sent no mean sums (%s): left out of the federation's mean", cid,
+                            errors.get(cid, f"no reply within {self.timeout:g} s"))  # fmt: skip
+        return out  # type: ignore[return-value]
+
+    def share_federation_mean(self, federation: FederationMean) -> None:
+        self.federation_mean = federation
 
     def _train_contents(
         self, downloads: Mapping[str, Record]
@@ -203,6 +231,20 @@ def client_info(content: RecordDict) -> tuple[str, dict[str, Any], str]:
     if not isinstance(signature, str):
         raise ValueError("a signature that is not text")
     return str(info.pop("client_id")), {k: info[k] for k in expected if k != "client_id"}, signature
+
+
+def mean_sums_of(content: RecordDict) -> MeanSums:
+    """A node's `MeanSums` reply, checked: five finite numbers, count 0 or 1, weights ≥ 0 (ValueError)."""
+    if MEAN_SUMS not in content.config_records:
+        raise ValueError("no mean sums record")
+    record = content.config_records[MEAN_SUMS]
+    values = [record.get(f) for f in MeanSums().as_dict()]
+    if not all(isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+        raise ValueError(f"not five finite numbers: {values!r}")
+    sums = MeanSums(*(float(v) for v in values))  # type: ignore[arg-type]
+    if sums.count not in (0.0, 1.0) or min(sums.w, sums.wyy, sums.ww) < 0:
+        raise ValueError(f"count {sums.count:g} (one client: 0 or 1) or a negative weight")
+    return sums
 
 
 def _train_result(content: RecordDict) -> ClientResult:

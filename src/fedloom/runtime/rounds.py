@@ -191,8 +191,10 @@ class Runtime:
         else:
             server = resume_from.server
             history = [RoundRecord(**r) for r in resume_from.history]
-        # before any head starts; again on resume (a node may start its client's head in any round)
+        # before any head starts; again on resume (a node may start its client's head in any round), but
+        # counted once, in round 1, so that a resumed run's log is the uninterrupted one's
         setup = self.share_federation_mean() if self.shrink_intercepts else None
+        setup = setup if resume_from is None else None
         self.pool.start(shared_init, None if resume_from is None else resume_from.clients)
         start = len(history) + 1
         advance = self.progress.task(f"{self.algorithm.name}: rounds", rounds - start + 1)

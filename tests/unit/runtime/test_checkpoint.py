@@ -185,10 +185,12 @@ def test_latest_pointing_at_another_round_with_the_newest_digest_is_refused(tmp_
 def test_resume_after_round_2_of_4_is_bit_exact(tmp_path, method):
     """Also for RPA's improved routing, whose round-2 checkpoint sits inside its 3-round warm-up (summed
     sketches per client, prototype velocity), and for clients that keep their AdamW moments from round to
-    round (train.optimizer_state: keep, with ridge heads): the moments are in the checkpointed states."""
+    round (train.optimizer_state: keep, with ridge heads refitted each round around shrunk intercepts): the moments
+    are in the checkpointed states, and the intercepts' exchange is counted once, in round 1."""
     run_cfg = small_config(method="rpa", **{"methods.rpa.routing": "improved", "methods.rpa.warm_start_rounds": 3})
     kept = method == "fedavg-kept-optimizer"
-    recipe = {"train.optimizer_state": "keep", "train.head_start": "ridge"} if kept else {}
+    recipe = {"train.optimizer_state": "keep", "train.head_start": "ridge", "train.head_update": "ridge",
+              "train.head_intercept": "shrunk"} if kept else {}  # fmt: skip
     ws = prepare_workspace(small_config(**recipe))
     cfg = FederationConfig(fraction=0.67, eval_every=2)
 
@@ -213,3 +215,4 @@ def test_resume_after_round_2_of_4_is_bit_exact(tmp_path, method):
             assert torch.equal(resumed.clients[cid].tensors[key], value), (cid, key)
     assert [r.round for r in resumed.history] == [1, 2, 3, 4]
     assert resumed.history[-1].summary == straight.history[-1].summary
+    assert [r.upload_bytes for r in resumed.history] == [r.upload_bytes for r in straight.history]

@@ -116,6 +116,7 @@ class Algorithm(ABC):
     """Server and client halves of one federated method."""
 
     name: str  # each subclass sets it on the class; FedAvg may override it per instance
+    communicates: bool = True  # False: the clients share nothing, not even the intercepts' sums (Local-only)
 
     def __init__(self, local: LocalTrainingConfig) -> None:
         self.local = local

@@ -44,7 +44,7 @@ class LocalTrainingConfig(BaseModel):
         "local",
         description="where a regression head's predictions centre at the start: local (the client's training mean, "
         "seed 000's recipe) or shrunk (that mean shrunk toward the federation's by empirical Bayes, from five sums "
-        "per client sent once before round 1; beyond the seed)",
+        "per client sent once before round 1; Local-only, which communicates nothing, keeps its own; beyond the seed)",
     )
     head_update: Literal["adam", "ridge"] = Field(
         "adam",

@@ -15,6 +15,7 @@ from fedloom.tasks.learner import Learner
 
 class LocalOnly(Algorithm):
     name = "local"
+    communicates = False
 
     def init_server(self, shared_init: Mapping[str, Tensor], clients: Sequence[str]) -> Record:
         return Record()

@@ -220,7 +220,11 @@ class Runtime:
 
     def share_federation_mean(self) -> Callable[[RoundRecord], None]:
         """Collect the clients' `MeanSums`, add them (a sum: secure aggregation would pass it unchanged),
-        share (μ, τ²) with every client; returns what records the exchange in the first round's record."""
+        share (μ, τ²) with every client; returns what records the exchange in the first round's record. A
+        method whose clients share nothing (Local-only) exchanges nothing: its clients keep their own means."""
+        if not self.algorithm.communicates:  # τ² = ∞, no information: every client keeps its own mean
+            self.pool.share_federation_mean(FederationMean(0.0, math.inf))
+            return lambda rec: None
         sums = self.pool.mean_sums()
         federation = sum(sums.values(), MeanSums()).federation_mean()
         self.pool.share_federation_mean(federation)

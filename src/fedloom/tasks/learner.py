@@ -9,6 +9,7 @@ regularizer; the learner owns the loop and knows only the client's data, task an
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal, cast
@@ -224,6 +225,8 @@ class Learner:
         if self.federation_mean is None:
             raise ConfigError(f"client {self.client_id}: train.head_intercept: shrunk needs the federation's mean, "
                               "which the runtime shares before round 1; none was shared")  # fmt: skip
+        if math.isinf(self.federation_mean.tau2):  # no information from the federation: the client's own mean
+            return dict(head)
         train = self.targets[torch.as_tensor(self.data.train)].numpy()
         offset = (shrunk_mean(train, self.federation_mean) - task.target_mean) / task.target_std
         return {**head, HEAD_BIAS: head[HEAD_BIAS] + offset}

@@ -193,3 +193,20 @@ def test_shrunk_intercepts_share_the_federations_mean_before_round_1_and_count_i
     assert {c: first.download_bytes[c] - base.download_bytes[c] for c in learners} == {c: 16 for c in learners}
     assert first.bytes_by_group["upload"]["mean_sums"] == 40 * len(learners)
     assert "federation_mean/mean" not in base.diagnostics
+
+
+def test_local_only_exchanges_nothing_and_keeps_each_clients_own_intercept(workspace):
+    """Local-only communicates nothing, not even the intercepts' sums: with head_intercept: shrunk its clients
+    start exactly where they start with their own intercepts, and no byte is counted."""
+    import copy
+
+    from fedloom.algorithms.local import LocalOnly
+
+    learners = {c: copy.copy(lrn) for c, lrn in workspace.learners.items()}
+    for lrn in learners.values():
+        lrn.head_intercept = "shrunk"
+    shrunk = InProcessRuntime(LocalOnly(small_config().train), learners, FederationConfig(), seed=0)
+    own = InProcessRuntime(LocalOnly(small_config().train), workspace.learners, FederationConfig(), seed=0)
+    (first,), (base,) = (rt.run(workspace.shared_init, rounds=1).history for rt in (shrunk, own))
+    assert first.upload_bytes == base.upload_bytes and "federation_mean/mean" not in first.diagnostics
+    assert first.summary == base.summary

@@ -248,15 +248,9 @@ class Learner:
             assert not isinstance(task, GenerationTask)
             train, val = self.data.train, self.data.split("val")
 
-            def state(rows: np.ndarray) -> Tensor:
-                size = self.eval_batch_size
-                return torch.cat(
-                    [self.pooled({}, rows[i : i + size], mixture=FROZEN) for i in range(0, len(rows), size)]
-                )
-
-            x, y = state(train), task.least_squares_targets(self.targets[torch.as_tensor(train)])
+            x, y = self._frozen_state(train), task.least_squares_targets(self.targets[torch.as_tensor(train)])
             if len(val):
-                xv, yv = state(val), self.targets[torch.as_tensor(val)]
+                xv, yv = self._frozen_state(val), self.targets[torch.as_tensor(val)]
                 _, _, self._alpha = ridge_path(x, y, lambda w, b: float(task.loss(task.head_from(w, b), xv, yv)))
             else:
                 self._alpha = float(x.shape[1])
@@ -279,6 +273,11 @@ class Learner:
         x = self._head_inputs(params, train, mixture)
         weight, bias = ridge(x, task.least_squares_targets(self.targets[torch.as_tensor(train)]), alpha)
         return task.head_from(weight, bias)
+
+    def _frozen_state(self, rows: np.ndarray) -> Tensor:
+        """The frozen model's pooled state of ``rows`` [n, H], in evaluation batches."""
+        size = self.eval_batch_size
+        return torch.cat([self.pooled({}, rows[i : i + size], mixture=FROZEN) for i in range(0, len(rows), size)])
 
     def _head_inputs(self, params: Mapping[str, Tensor], rows: np.ndarray, mixture: Mixture) -> Tensor:
         """`head_features` of ``rows`` in evaluation batches (no dropout)."""
@@ -303,9 +302,7 @@ class Learner:
         state over this client's training rows (a constant dimension keeps scale 1). Fixed for the run and
         computed from the client's own rows alone, so it is private, never sent and the same after a resume."""
         if self._standardizer is None:
-            train, size = self.data.train, self.eval_batch_size
-            parts = [self.pooled({}, train[i : i + size], mixture=FROZEN) for i in range(0, len(train), size)]
-            x = torch.cat(parts).double()
+            x = self._frozen_state(self.data.train).double()
             std = x.std(0, correction=0) if len(x) > 1 else torch.zeros(x.shape[1], dtype=x.dtype)
             self._standardizer = (x.mean(0).float(), torch.where(std > 1e-6, std, 1.0).float())
         return self._standardizer

@@ -122,16 +122,15 @@ class FlowerClients:
         replies, errors = self._exchange(MessageType.QUERY, 0, asks)
         out = {}
         for cid in asks:
-            try:
-                out[cid] = mean_sums_of(replies[cid]) if cid in replies else None
-            except ValueError as exc:
-                log.warning("client %s sent malformed mean sums (%s): left out of the federation's mean", cid, exc)
-                continue
-            if out[cid] is None:
-                del out[cid]
+            if cid not in replies:
                 log.warning("client %s sent no mean sums (%s): left out of the federation's mean", cid,
                             errors.get(cid, f"no reply within {self.timeout:g} s"))  # fmt: skip
-        return out  # type: ignore[return-value]
+                continue
+            try:
+                out[cid] = mean_sums_of(replies[cid])
+            except ValueError as exc:
+                log.warning("client %s sent malformed mean sums (%s): left out of the federation's mean", cid, exc)
+        return out
 
     def share_federation_mean(self, federation: FederationMean) -> None:
         self.federation_mean = federation

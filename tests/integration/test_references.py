@@ -36,7 +36,7 @@ TINY_SEQUENCES = [
 SMALL_CSI300 = [
     "--dataset", "csi300", "--set", "data.qlib_cn.max_instruments=30", "--set", "data.max_dates_per_split=40",
     "--set", "data.qlib_cn.feature_set=compact",
-    "--set", "portfolio.topk=10", "--set", "portfolio.n_drop=2", "--set", "references.threads=1",
+    "--set", "references.threads=1",
     "--set", "references.lightgbm.num_boost_round=60", "--set", "references.xgboost.num_boost_round=60",
     "--set", "references.catboost.num_boost_round=60", "--set", "references.mlp.max_steps=200",
     "--set", "references.mlp.batch_rows=512", "--set", "references.ridge_probe.inputs=covariates", *DATA,

@@ -31,6 +31,9 @@ class DataConfig(BaseModel):
     num_clients: int = Field(
         10, ge=1, description="clients of dirichlet / iid / task_dirichlet (sector: one per group)"
     )
+    min_names: int = Field(
+        1, ge=1, description="sector: groups with fewer instruments are merged, smallest first (issue 43)"
+    )
     alpha: float = Field(0.3, gt=0, description="Dirichlet concentration; smaller = more skewed clients")
     partition_seed: int = Field(0, description="seed of random partitions")
     split: tuple[float, float, float] = Field(
@@ -38,6 +41,9 @@ class DataConfig(BaseModel):
     )
     max_dates_per_split: int | None = Field(
         20, ge=1, description="real financial data: evenly spaced train and val dates kept (CPU-sized); null = all"
+    )
+    max_val_dates: int | Literal["all"] | None = Field(
+        None, description="val dates kept: null = as max_dates_per_split, all = every date (choose rounds on all)"
     )
     max_test_dates: int | None = Field(
         None, ge=1, description="real financial data: evenly spaced test dates kept; null = every test date"

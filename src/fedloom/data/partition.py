@@ -38,6 +38,28 @@ def partition_by_group(groups: np.ndarray) -> dict[str, np.ndarray]:
     return {name: np.flatnonzero(groups.astype(str) == name) for name in names}
 
 
+def merged_groups(groups: np.ndarray, instruments: np.ndarray, min_names: int) -> np.ndarray:
+    """``groups`` with the smallest merged until each holds ``min_names`` instruments (issue 43: a client of
+    one or two names has no cross-section to rank). Repeatedly the group with the fewest names (ties: by
+    name) joins the next fewest, named ``A+B``; one group is left as it is. A row's group is its
+    instrument's, so the merge is the same whatever dates the table keeps.
+
+    >>> merged_groups(np.array(["a", "a", "b", "c", "c"]), np.array(["x", "y", "z", "u", "v"]), 2).tolist()
+    ['a', 'a', 'b+c', 'b+c', 'b+c']
+    """
+    groups = groups.astype(str)
+    members = {g: set(instruments[groups == g].astype(str)) for g in np.unique(groups)}
+    label = {g: g for g in members}  # original group → its merged group's name
+    while len(members) > 1:
+        small, other = sorted(members, key=lambda g: (len(members[g]), g))[:2]
+        if len(members[small]) >= min_names:
+            break
+        name = "+".join(sorted([small, other], key=lambda g: (len(members[g]), g)))
+        members[name] = members.pop(small) | members.pop(other)
+        label = {g: name if m in (small, other) else m for g, m in label.items()}
+    return np.array([label[g] for g in groups], dtype=object)
+
+
 def iid_partition(num_rows: int, num_clients: int, rng: np.random.Generator) -> dict[str, np.ndarray]:
     """Rows shuffled and dealt into ``num_clients`` parts whose sizes differ by at most one."""
     parts = np.array_split(rng.permutation(num_rows), num_clients)
@@ -120,11 +142,13 @@ def partition_table(
     alpha: float,
     seed: int,
     train_rows: np.ndarray | None = None,
+    min_names: int = 1,
 ) -> dict[str, np.ndarray]:
     """Client id → row indices of ``table`` under ``method`` (``auto`` = the table's default).
 
     ``train_rows`` (indices) makes every client hold at least one training row; ``sector`` clients
-    without one are reported by `client_views`.
+    without one are reported by `client_views`. ``min_names``: ``sector`` groups with fewer instruments are
+    merged (`merged_groups`).
     """
     if method == "auto":
         method = table.default_partition
@@ -145,6 +169,8 @@ def partition_table(
         raise DataError(_UNSUPPORTED[method].format(name=table.name))
     identities = table.frame[table.partition_columns[method]].to_numpy()
     if method == "sector":
+        if min_names > 1:
+            identities = merged_groups(identities, table.frame["instrument"].to_numpy(), min_names)
         return partition_by_group(identities)
     frame = table.frame
     keys = np.asarray(frame["date"], dtype="datetime64[D]").astype(np.int64) if "date" in frame.columns else None

@@ -54,8 +54,8 @@ def _split_and_capped(load: Callable[[DataConfig], SampleTable]) -> Callable[[Da
     def load_split(c: DataConfig) -> SampleTable:
         table = load(c)
         frame = with_split_column(table, c.split)
-        if c.max_dates_per_split is not None or c.max_test_dates is not None:
-            frame = thin_dates(frame, c.max_dates_per_split, c.max_test_dates)
+        if c.max_dates_per_split is not None or c.max_test_dates is not None or c.max_val_dates not in (None, "all"):
+            frame = thin_dates(frame, c.max_dates_per_split, c.max_test_dates, c.max_val_dates)
         return replace(table, frame=frame)
 
     return load_split

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 from itertools import pairwise
+from typing import Literal
 
 import numpy as np
 import pandas as pd
@@ -98,9 +99,13 @@ def with_split_column(table: SampleTable, fractions: tuple[float, float, float])
     return table.frame.assign(split=split)
 
 
-def thin_dates(frame: pd.DataFrame, max_dates: int | None, max_test_dates: int | None = None) -> pd.DataFrame:
+def thin_dates(
+    frame: pd.DataFrame, max_dates: int | None, max_test_dates: int | None = None,
+    max_val_dates: int | Literal["all"] | None = None,
+) -> pd.DataFrame:  # fmt: skip
     """Keep at most ``max_dates`` evenly spaced dates in the train and val splits and ``max_test_dates``
-    in the test split (None: every date), whole cross-sections, order kept.
+    in the test split (None: every date), whole cross-sections, order kept. ``max_val_dates`` caps the val
+    split on its own (None: as ``max_dates``; ``all``: every date).
 
     A CPU-sized view of a long panel for training: every kept date keeps all its instruments, so daily IC
     and backtests still see full cross-sections, and the kept dates span each split's whole period. The
@@ -112,13 +117,19 @@ def thin_dates(frame: pd.DataFrame, max_dates: int | None, max_test_dates: int |
     >>> thin_dates(f.assign(split="test"), 3)["date"].dt.day.tolist()
     [1, 2, 3, 4, 5, 6, 7]
     """
-    for name, value in (("max_dates_per_split", max_dates), ("max_test_dates", max_test_dates)):
+    val = max_dates if max_val_dates is None else (None if max_val_dates == "all" else max_val_dates)
+    for name, value in (
+        ("max_dates_per_split", max_dates),
+        ("max_test_dates", max_test_dates),
+        ("max_val_dates", val),
+    ):
         if value is not None and value < 1:
             raise DataError(f"{name} must be at least 1, got {value}")
+    caps = {"test": max_test_dates, "val": val}
     keep = []
     for split, part in frame.groupby("split", sort=False):
         dates = np.sort(part["date"].unique())
-        cap = max_test_dates if split == "test" else max_dates
+        cap = caps.get(str(split), max_dates)
         cap = len(dates) if cap is None else min(cap, len(dates))
         picked = dates[np.unique(np.linspace(0, len(dates) - 1, cap).round().astype(int))]
         keep.append(part.index[part["date"].isin(picked)])

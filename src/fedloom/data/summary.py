@@ -50,7 +50,9 @@ def describe(table: Table, cfg: DataConfig) -> list[tuple[str, str]]:
             continue
         span = f"  ({dates[rows].min()} … {dates[rows].max()})" if len(rows) else ""
         lines.append((f"split {name}", f"{len(rows):,} rows, {len(np.unique(dates[rows])):,} dates{span}"))
-    parts = partition_table(table, cfg.partition, cfg.num_clients, cfg.alpha, cfg.partition_seed, splits["train"])
+    parts = partition_table(
+        table, cfg.partition, cfg.num_clients, cfg.alpha, cfg.partition_seed, splits["train"], cfg.min_names
+    )
     sizes = np.array([np.isin(rows, splits["train"]).sum() for rows in parts.values()])
     method = cfg.partition if cfg.partition != "auto" else table.default_partition
     lines.append(("clients", f"{len(parts)} ({method}); training rows {_spread(sizes)}"))

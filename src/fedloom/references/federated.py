@@ -96,7 +96,7 @@ class NetLearner(Learner):
         return functional_call(self.body, net, (self.x[torch.as_tensor(rows)],))
 
     def adapter_movement(
-        self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE
+        self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE, adapted: np.ndarray | None = None
     ) -> dict[str, float]:
         """A reference's network is trained whole: there is no frozen model and no adapter to measure."""
         return {}

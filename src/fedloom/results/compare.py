@@ -132,12 +132,20 @@ def gain_correlation(heterogeneity: Sequence[float], gains: Sequence[float]) -> 
     return float(rho), len(ok)
 
 
+UNIVERSE_WIDE = {"rank_ic": "rank_ic_pooled"}  # ranking: Qlib's daily RankIC of the whole universe (issue 43)
+
+
 def daily_column(runs: Sequence[RunResult]) -> str | None:
-    """The daily series a comparison bootstraps: the primary metric's where daily.csv has it, else its
-    first column (classification: accuracy)."""
+    """The daily series a comparison bootstraps: for a ranking run the universe-wide RankIC (every client's
+    names ranked as one cross-section a day, Qlib's measure: a client of a few names has a noisy RankIC of
+    its own), else the primary metric's where daily.csv has it, else its first column (classification:
+    accuracy). ``fedloom table --daily rank_ic`` tests the client macro instead."""
     run = next((r for r in runs if r.daily is not None and len(r.daily.columns)), None)
     if run is None:
         return None
     assert run.daily is not None
-    primary = run.record.get("primary_metric")
-    return primary if primary in run.daily.columns else str(run.daily.columns[0])
+    primary = str(run.record.get("primary_metric"))
+    for name in (UNIVERSE_WIDE.get(primary), primary):
+        if name in run.daily.columns:
+            return name
+    return str(run.daily.columns[0])

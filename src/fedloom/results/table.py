@@ -29,6 +29,8 @@ from fedloom.runs.report import LABELS, metric_names, summary_key
 CROSS_SECTION = (("rank_ic", "pooled RankIC"), ("ic", "pooled IC"))
 CONSTANT_SCORED = ("mse", "mae", "accuracy", "mcc")  # metrics a constant predictor has (its IC is undefined)
 PORTFOLIO = (("annualized_return", "excess AR"), ("information_ratio", "IR"), ("max_drawdown", "MDD"))
+# seed 000 Fig. 6: the daily RankIC's spread over market regimes (one regime: --column Bear=regimes.regime/Bear)
+REGIMES = (("regime_std", "regime std"), ("worst_regime_drop", "worst regime drop"))
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,9 @@ class ResultTable:
 def default_columns(summary: Mapping[str, Any]) -> list[Column]:
     """Test metrics at the round chosen on validation (primary first), the primary metric of the final
     models, the last round's mean train loss beside the trivial predictor's (its train loss and test
-    scores: `fedloom.runs.baseline`), the IC / RankIC of the pooled cross-section and the TopkDropout
-    portfolio where the run has them, then communication and time per round."""
+    scores: `fedloom.runs.baseline`), the IC / RankIC of the pooled cross-section, the TopkDropout
+    portfolio and the regime spread of the daily RankIC where the run has them, then the parameters a
+    client trains (mean over clients), communication and time per round."""
     names = metric_names(dict(summary))
     columns = [Column(LABELS.get(m, m), ("metrics", summary_key(m)), higher_is_better(m)) for m in names]
     if names:
@@ -97,7 +100,11 @@ def default_columns(summary: Mapping[str, Any]) -> list[Column]:
         columns += [Column(label, ("cross_section", key), True) for key, label in CROSS_SECTION]
     if "portfolio" in summary:
         columns += [Column(label, ("portfolio", key), True) for key, label in PORTFOLIO]
+    if "regimes" in summary:  # lower is steadier
+        columns += [Column(label, ("regimes", key), False) for key, label in REGIMES]
+    trained = [Column("trainable", ("trainable_params", "mean"), None, 0)] if "trainable_params" in summary else []
     costs = [
+        *trained,
         Column("KB down", ("derived", "download_kb"), None, 0),
         Column("KB up", ("derived", "upload_kb"), None, 0),
         Column("s/round", ("derived", "seconds_per_round"), None, 1),

@@ -32,7 +32,7 @@ from fedloom.runs.outputs import finish_run, prediction_outputs, record_outputs,
 from fedloom.runs.resume import check_checkpoint, resume_changes
 from fedloom.runs.rundir import RunDirectory
 from fedloom.runs.scoring import RoundModels, RoundTest, complete_test, round_models, round_test
-from fedloom.runs.summary import best_round, build_summary
+from fedloom.runs.summary import best_round, build_summary, selection_metric
 from fedloom.runs.workspace import Workspace, client_heterogeneity
 from fedloom.runtime.memory import algorithm_state
 from fedloom.runtime.rounds import RoundRecord, Runtime, SimulationResult
@@ -59,7 +59,8 @@ def run_method(
 
     def deferred_test(result: SimulationResult) -> None:
         """test_rounds=chosen: the test split of the chosen and the last round, from their models."""
-        for rnd in dict.fromkeys((best_round(result.history, metric).round, result.history[-1].round)):
+        chosen = best_round(result.history, selection_metric(cfg, metric)).round
+        for rnd in dict.fromkeys((chosen, result.history[-1].round)):
             models = round_models(result, RunDirectory(out), rnd)
             if models is None:
                 raise FedloomError(f"{out}: round {rnd} (chosen on validation) has no checkpoint to test")
@@ -118,16 +119,17 @@ def run_rounds(
     rundir.write_env({**model, "resumed_from_round": checkpoint.round if checkpoint else None, **env})
     history = [RoundRecord(**r) for r in checkpoint.history] if checkpoint else []
     rundir.start_metrics(history)
+    select = selection_metric(cfg, metric)
 
     def on_round(record: RoundRecord) -> None:
         """Log the round and keep the checkpoint of the round chosen on validation so far."""
         rundir.append_metrics(record)
         history.append(record)
         if any(r.evaluation is not None for r in history):
-            rundir.checkpoints.protect(best_round(history, metric).round)
+            rundir.checkpoints.protect(best_round(history, select).round)
 
     if any(r.evaluation is not None for r in history):  # resumed: the chosen round may predate the restart
-        rundir.checkpoints.protect(best_round(history, metric).round)
+        rundir.checkpoints.protect(best_round(history, select).round)
     t0 = time.perf_counter()
     result = runtime.run(
         shared_init,

@@ -15,7 +15,7 @@ from fedloom.algorithms.base import RunReport
 from fedloom.data.registry import dataset_market
 from fedloom.runs.config import RunConfig
 from fedloom.runs.daily import POOLED, daily_metrics, regime_breakdown
-from fedloom.runs.portfolio import portfolio_metrics, portfolio_report
+from fedloom.runs.portfolio import holdings, portfolio_metrics, portfolio_report
 from fedloom.runs.report import single_report
 from fedloom.runs.rundir import RunDirectory
 
@@ -53,10 +53,15 @@ def prediction_outputs(
     market = dataset_market(cfg.dataset, cfg.data)
     if market is None:
         return out
-    report = portfolio_report(predictions, market, cfg.portfolio)
-    index = market.benchmark()
-    regimes = regime_breakdown(daily["rank_ic"], index, train_dates)
-    return out | {"portfolio_daily": report, "portfolio": portfolio_metrics(report), "regimes": regimes}
+    out["regimes"] = regime_breakdown(daily["rank_ic"], market.benchmark(), train_dates)
+    universe = int(predictions.groupby("date")["instrument"].nunique().max())
+    held = holdings(cfg.portfolio, universe)
+    if held is None:
+        log.warning(f"portfolio.topk {cfg.portfolio.topk} holds more than {cfg.portfolio.max_share:.0%} of the "
+                    f"{universe}-name universe (it buys the basket): no portfolio, no excess return")  # fmt: skip
+        return out
+    report = portfolio_report(predictions, market, *held)
+    return out | {"portfolio_daily": report, "portfolio": portfolio_metrics(report)}
 
 
 def record_outputs(rundir: RunDirectory, outputs: dict[str, Any], suffix: str = "") -> dict[str, Any]:

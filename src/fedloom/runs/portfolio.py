@@ -14,19 +14,36 @@ from fedloom.metrics.risk import risk_analysis
 
 
 class PortfolioConfig(BaseModel):
-    """TopkDropout settings (Qlib's benchmark defaults; lower ``topk`` for small universes)."""
+    """TopkDropout settings. Qlib's benchmark holds 50 of CSI300's 300 names and replaces 5 a day; on a
+    CPU-sized universe of 50 names the same 50 buy the basket and the excess return measures nothing
+    (issue 43). By default the portfolio holds ``max_share`` of the day's scored universe and replaces a
+    tenth of it a day; a ``topk`` above that share is not traded and no excess return is reported."""
 
     model_config = ConfigDict(extra="forbid")
 
-    topk: int = Field(50, ge=1, description="stocks held")
-    n_drop: int = Field(5, ge=0, description="stocks replaced per day")
+    topk: int | None = Field(None, ge=1, description="stocks held (null: max_share of the universe)")
+    n_drop: int | None = Field(None, ge=0, description="stocks replaced per day (null: a tenth of topk, at least 1)")
+    max_share: float = Field(0.1, gt=0, le=1, description="largest topk / universe traded (the rest buys the basket)")
 
 
-def portfolio_report(scores: pd.DataFrame, market: Market, cfg: PortfolioConfig) -> pd.DataFrame:
+def holdings(cfg: PortfolioConfig, universe: int) -> tuple[int, int] | None:
+    """(topk, n_drop) of a universe of ``universe`` names, or None where ``cfg.topk`` holds more than
+    ``cfg.max_share`` of it (or the universe is too small to hold one name).
+
+    >>> holdings(PortfolioConfig(), 300), holdings(PortfolioConfig(), 50), holdings(PortfolioConfig(topk=50), 50)
+    ((30, 3), (5, 1), None)
+    """
+    cap = int(np.floor(cfg.max_share * universe + 1e-9))
+    topk = cfg.topk if cfg.topk is not None else cap
+    if topk < 1 or topk > cap:
+        return None
+    return topk, cfg.n_drop if cfg.n_drop is not None else max(1, topk // 10)
+
+
+def portfolio_report(scores: pd.DataFrame, market: Market, topk: int, n_drop: int) -> pd.DataFrame:
     """The daily TopkDropout report (`fedloom.metrics.portfolio.backtest`) from long ``date, instrument,
     score`` (every client's test scores pooled per day) on the dataset's ``market``."""
-    strategy = TopkDropout(topk=cfg.topk, n_drop=cfg.n_drop)
-    return backtest(scores, market.bars(), strategy, market.benchmark())
+    return backtest(scores, market.bars(), TopkDropout(topk=topk, n_drop=n_drop), market.benchmark())
 
 
 def portfolio_metrics(report: pd.DataFrame) -> dict[str, float]:

@@ -103,7 +103,9 @@ def data_owners(cfg: RunConfig, table: Table) -> list[ClientData]:
     """The clients of a run: the configured partition of ``table``, each cut by the table's split."""
     splits = table_splits(table, cfg.data.split)
     d = cfg.data
-    partition = partition_table(table, d.partition, d.num_clients, d.alpha, d.partition_seed, splits["train"])
+    partition = partition_table(
+        table, d.partition, d.num_clients, d.alpha, d.partition_seed, splits["train"], d.min_names
+    )
     return client_views(partition, splits)
 
 

@@ -45,6 +45,11 @@ class FederationConfig(BaseModel):
         "only each evaluation, the test split once for the round chosen on validation and once for the last, "
         "from their checkpoints at the end (the same numbers, 1-2 test passes; `fedloom run` only)",
     )
+    select_metric: str | None = Field(
+        None,
+        description="the validation metric (client macro) that chooses the reported round, e.g. mse (null: the "
+        "task's primary metric; its direction is the metric's own)",
+    )
     wire_dtype: Literal["bfloat16", "float32"] = Field("bfloat16", description="dtype of floating tensors on the wire")
     max_update_norm: float | None = Field(None, gt=0, description="reject uploads whose update L2 norm exceeds this")
     checkpoint_every: int = Field(1, ge=0, description="checkpoint every N rounds (0: never)")

@@ -336,6 +336,9 @@ def _accumulate(target: dict[str, dict[str, int]], direction: str, groups: Mappi
         bucket[group] = bucket.get(group, 0) + n
 
 
+TRAINABLE_PARAMS = "trainable_params"  # a round's train metric: elements of the tensors a client trained
+
+
 def mean_train_loss(record: RoundRecord) -> float:
     losses = [m["train_loss"] for m in record.train.values() if "train_loss" in m]
     return float(np.mean(losses)) if losses else float("nan")

@@ -17,7 +17,15 @@ from fedloom.progress import Progress, SilentProgress
 from fedloom.runtime.communication import transmit
 from fedloom.runtime.config import FederationConfig, SecureAggregationConfig
 from fedloom.runtime.memory import algorithm_state, split_memory, with_memory
-from fedloom.runtime.rounds import EVAL_SPLITS, ClientResult, Evaluation, Runtime, SecureRound, empty_evaluation
+from fedloom.runtime.rounds import (
+    EVAL_SPLITS,
+    TRAINABLE_PARAMS,
+    ClientResult,
+    Evaluation,
+    Runtime,
+    SecureRound,
+    empty_evaluation,
+)
 from fedloom.runtime.secure import clipped, weighted_mean
 from fedloom.seeding import derive_seed, generator
 from fedloom.tasks.intercept import FederationMean, MeanSums
@@ -134,10 +142,13 @@ def client_round(
     torch.manual_seed(derive_seed(seed, "torch", rnd, cid))  # dropout masks
     own, memory = split_memory(state)
     learner.memory = OptimizerMemory(memory) if learner.keeps_optimizer else None
+    learner.trained = {}
     try:
         update = algorithm.local_update(download, own, LocalContext(learner, rnd, generator(seed, "local", rnd, cid)))
     finally:
-        kept, learner.memory = learner.memory, None
+        (kept, learner.memory), (trained, learner.trained) = (learner.memory, None), (learner.trained, None)
+    if trained:  # what this client's optimizers (and closed-form heads) updated: seed 000 Table 2's count
+        update = replace(update, metrics={**update.metrics, TRAINABLE_PARAMS: float(sum(trained.values()))})
     return update if kept is None else replace(update, state=with_memory(update.state, kept.tensors))
 
 
@@ -150,10 +161,15 @@ def evaluate_client(
 ) -> dict[str, dict[str, dict[str, float]]]:  # fmt: skip
     """mode → split → metrics of one client: its personalized model and, where one exists, the global; and
     under mode ``adapter`` how far the personalized model's adapter moved it (`Learner.adapter_movement`)."""
-    models = client_models(algorithm, server, download, state)
-    out = {mode: {s: learner.evaluate(m.params, s, m.mixture) for s in splits} for mode, m in models.items()}
-    personal = models["personal"]
-    movement = {s: learner.adapter_movement(personal.params, s, personal.mixture) for s in splits if s == "val"}
+    out: dict[str, dict[str, dict[str, float]]] = {}
+    movement: dict[str, dict[str, float]] = {}
+    for mode, m in client_models(algorithm, server, download, state).items():
+        out[mode] = {}
+        for s in splits:
+            if mode == "personal" and s == "val":  # the personal model's val predictions serve both
+                out[mode][s], movement[s] = learner.evaluate_moved(m.params, s, m.mixture)
+            else:
+                out[mode][s] = learner.evaluate(m.params, s, m.mixture)
     return out | ({ADAPTER_MODE: movement} if any(movement.values()) else {})
 
 

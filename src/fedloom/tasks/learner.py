@@ -168,6 +168,7 @@ class Learner:
         self._alpha: float | None = None
         self.federation_mean: FederationMean | None = None
         self.memory: OptimizerMemory | None = None
+        self.trained: dict[str, int] | None = None  # while set: every tensor `fit` trains → its element count
         self._standardizer: tuple[Tensor, Tensor] | None = None
 
     @property
@@ -360,6 +361,8 @@ class Learner:
         unknown = trainable - params.keys()
         if unknown:
             raise ConfigError(f"client {self.client_id}: cannot train unknown tensors {sorted(unknown)[:3]}")
+        if self.trained is not None:
+            self.trained.update({k: params[k].numel() for k in trainable})
         refit = self.head_update == "ridge" and HEAD_WEIGHT in trainable and not isinstance(self.task, GenerationTask)
         if refit:  # the linear head is solved, before the steps (for their gradients) and after (for the model)
             params = {**params, **self.refit_head(params, mixture)}
@@ -454,19 +457,30 @@ class Learner:
             return self._evaluate_text(task, params, rows, mixture)
         return self.metrics(self.predict(params, split, mixture), split)
 
+    def evaluate_moved(
+        self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """`evaluate` and `adapter_movement` of one model on ``split``, predicting its rows once."""
+        if isinstance(self.task, GenerationTask) or len(self.data.split(split)) == 0:
+            return self.evaluate(params, split, mixture), self.adapter_movement(params, split, mixture)
+        adapted = self.predict(params, split, mixture)
+        return self.metrics(adapted, split), self.adapter_movement(params, split, mixture, adapted)
+
     @torch.no_grad()
     def adapter_movement(
-        self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE
+        self, params: Mapping[str, Tensor], split: str, mixture: Mixture = SINGLE, adapted: np.ndarray | None = None
     ) -> dict[str, float]:
         """How much the adapter matters (issue 42): ``delta_w_rel_mean`` / ``_max``, ‖ΔW‖/‖W‖ over the adapted
         matrices (`AdaptedLM.relative_update_norms`), and on ``split``'s rows ``contribution``: the
         std of the change of the predictions when every adapter tensor is removed (the frozen model, same
-        head) over the std of the predictions, or for classes the fraction of rows whose class changes."""
+        head) over the std of the predictions, or for classes the fraction of rows whose class changes.
+        ``adapted``: the model's predictions of ``split`` when the caller already has them."""
         norms = self.lm.relative_update_norms({k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)})
         out = {"delta_w_rel_mean": float(np.mean(norms)), "delta_w_rel_max": float(np.max(norms))} if norms else {}
         if isinstance(self.task, GenerationTask) or len(self.data.split(split)) < 2:
             return out
-        adapted, frozen = self.predict(params, split, mixture), self.predict(_head(params), split, FROZEN)
+        adapted = self.predict(params, split, mixture) if adapted is None else adapted
+        frozen = self.predict(_head(params), split, FROZEN)
         if isinstance(self.task, ClassificationTask):
             return out | {"contribution": float(np.mean(adapted != frozen))}
         spread = float(np.std(adapted))

@@ -14,6 +14,7 @@ from fedloom.data.partition import (
     dirichlet_proportions,
     identity_codes,
     iid_partition,
+    merged_groups,
     partition_by_group,
     partition_table,
 )
@@ -45,6 +46,38 @@ def test_one_client_per_group_covering_every_row():
     assert list(parts) == ["energy", "fin", "tech"]
     assert parts["tech"].tolist() == [0, 2]
     _covers_once(parts, 5)
+
+
+def test_small_groups_merge_smallest_first_until_each_holds_enough_names():
+    # a: 4 names, b: 1, c: 2, d: 3 -> b+c (3 names), then b+c joins d (ties by name: "b+c" < "d")
+    names = {"a": ["p", "q", "r", "s"], "b": ["t"], "c": ["u", "v"], "d": ["w", "x", "y"]}
+    groups = np.array([g for g, ns in names.items() for _ in ns] * 2)  # two dates of every name
+    instruments = np.array([n for ns in names.values() for n in ns] * 2)
+    merged = merged_groups(groups, instruments, 4)
+    assert sorted(set(merged)) == ["a", "b+c+d"]
+    for g in set(merged):  # each merged group holds >= 4 names, every row of a name in one group
+        assert len(set(instruments[merged == g])) >= 4
+    assert all(len(set(merged[instruments == n])) == 1 for n in set(instruments))
+    assert (merged_groups(groups, instruments, 1) == groups).all()  # nothing to merge
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes=st.lists(st.integers(1, 6), min_size=1, max_size=12), need=st.integers(1, 8))
+def test_merged_groups_reach_the_minimum_unless_one_group_is_left(sizes, need):
+    groups = np.array([f"g{i:02d}" for i, n in enumerate(sizes) for _ in range(n)])
+    instruments = np.array([f"g{i:02d}-{k}" for i, n in enumerate(sizes) for k in range(n)])
+    merged = merged_groups(groups, instruments, need)
+    counts = [len(set(instruments[merged == g])) for g in set(merged)]
+    assert min(counts) >= need or len(counts) == 1
+    assert sum(counts) == len(instruments)
+
+
+def test_sector_partition_merges_with_min_names():
+    table = _market(6, 3)
+    table = SampleTable(table.frame.assign(group=np.repeat(["x", "x", "x", "y", "z", "z"], 3)), (), "m")
+    assert list(partition_table(table, "sector", 0, 0.3, seed=0)) == ["x", "y", "z"]
+    parts = partition_table(table, "sector", 0, 0.3, seed=0, min_names=3)
+    assert list(parts) == ["x", "y+z"] and len(parts["y+z"]) == 9
 
 
 @settings(max_examples=40, deadline=None)

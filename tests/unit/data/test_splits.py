@@ -43,16 +43,24 @@ def test_table_splits_prefers_the_standard_split():
     per_day=st.integers(1, 4),
     cap=st.none() | st.integers(1, 30),
     test_cap=st.none() | st.integers(1, 30),
+    val_cap=st.none() | st.just("all") | st.integers(1, 30),
 )
-def test_thin_dates_keeps_whole_days_spread_over_each_split(days, per_day, cap, test_cap):
+def test_thin_dates_keeps_whole_days_spread_over_each_split(days, per_day, cap, test_cap, val_cap):
     dates = np.repeat(pd.bdate_range("2021-01-04", periods=days), per_day)
-    split = np.where(np.arange(len(dates)) < len(dates) // 2, "train", "test")
+    third = np.arange(len(dates)) * 3 // len(dates)
+    split = np.array(["train", "val", "test"])[third]
     frame = pd.DataFrame({"date": dates, "split": split, "v": np.arange(len(dates))})
-    out = thin_dates(frame, cap, test_cap)
+    out = thin_dates(frame, cap, test_cap, val_cap)
+    # the test split has its own cap (none by default); val follows the train cap unless set, "all" = none
+    limits = {
+        "train": cap,
+        "test": test_cap,
+        "val": cap if val_cap is None else (None if val_cap == "all" else val_cap),
+    }
     for name, part in out.groupby("split"):
         full = frame[frame["split"] == name]
         kept = part["date"].unique()
-        limit = test_cap if name == "test" else cap  # the test split has its own cap, none by default
+        limit = limits[str(name)]
         assert len(kept) == min(limit or days, full["date"].nunique())
         if len(kept) > 1:  # the first and last day of the split are always kept
             assert kept.min() == full["date"].min() and kept.max() == full["date"].max()

@@ -262,3 +262,36 @@ def test_the_table_corrects_over_its_rows_and_stars_by_q(tmp_path: Path):
     assert "Benjamini–Hochberg over the 10 rows compared" in to_markdown([table])
     assert (frame["mde"] > 0).all()  # each row's detectable effect, and their median in the notes
     assert f"could detect: a true difference in daily `ic` of {frame['mde'].median():.3g}" in to_markdown([table])
+
+
+def test_default_columns_add_regime_spread_and_trainable_parameters_where_a_run_has_them():
+    from fedloom.results.table import default_columns
+
+    base = {"primary_metric": "rank_ic", "metrics": {"personal/test/rank_ic/macro": 0.01}}
+    plain = [c.label for c in default_columns(base)]
+    assert "regime std" not in plain and "trainable" not in plain
+    rich = {**base, "regimes": {"regime_std": 0.05, "worst_regime_drop": 0.15},
+            "trainable_params": {"mean": 1000.0, "max": 1200.0, "per_client": {}}}  # fmt: skip
+    columns = {c.label: c for c in default_columns(rich)}
+    assert columns["regime std"].path == ("regimes", "regime_std") and columns["regime std"].higher is False
+    assert columns["worst regime drop"].path == ("regimes", "worst_regime_drop")
+    assert columns["trainable"].path == ("trainable_params", "mean")
+    assert lookup(rich, columns["trainable"].path) == 1000
+
+
+@pytest.mark.parametrize(
+    ("primary", "columns", "expected"),
+    [
+        ("rank_ic", ["ic", "rank_ic", "ic_pooled", "rank_ic_pooled"], "rank_ic_pooled"),  # the universe, Qlib's
+        ("rank_ic", ["ic", "rank_ic"], "rank_ic"),
+        ("ic", ["ic", "rank_ic", "ic_pooled", "rank_ic_pooled", "mse"], "ic"),  # regression keeps its own
+        ("accuracy", ["accuracy"], "accuracy"),
+    ],
+)
+def test_a_ranking_table_tests_the_universe_wide_rank_ic(primary, columns, expected):
+    from fedloom.results.compare import daily_column
+    from fedloom.results.load import RunResult
+
+    daily = pd.DataFrame(np.zeros((2, len(columns))), columns=columns)
+    run = RunResult(Path("x"), "row", 0, "csi300", {"primary_metric": primary}, daily, "daily.csv")
+    assert daily_column([run]) == expected

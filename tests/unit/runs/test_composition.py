@@ -19,7 +19,7 @@ from fedloom.runs.evaluate import evaluate_run, evaluation_settings
 from fedloom.runs.outputs import write_run_report
 from fedloom.runs.report import single_report
 from fedloom.runs.rundir import RunDirectory
-from fedloom.runs.summary import best_round, build_summary
+from fedloom.runs.summary import best_round, build_summary, recent_diagnostics, rounds_to_share
 from fedloom.runtime.rounds import RoundRecord, SimulationResult
 from tests.conftest import small_config
 
@@ -53,12 +53,55 @@ def test_summary_reads_the_chosen_round_and_sums_the_bytes_of_every_round():
     result = SimulationResult(Record(), {}, history)
     cfg = small_config(method="rpa")
     s = build_summary(cfg, result, 1.5, "runs/x", "ic", True, {"a": {"heterogeneity": 0.7}})
-    assert s["selection"] == {"metric": "personal/val/ic/macro", "best_round": 2}
+    assert s["selection"] == {"metric": "personal/val/ic/macro", "best_round": 2, "rounds_to_95": 2.0}
     assert s["metrics"]["personal/test/ic/macro"] == pytest.approx(-0.4)
     assert s["final_metrics"] is history[-1].summary
     assert s["per_client"]["a"] == {"val/ic": 0.4, "test/ic": -0.5, "heterogeneity": 0.7}
     assert s["communication"] == {"download_bytes": 40, "upload_bytes": 10, "by_group": {"upload": {"A": 6, "B": 4}}}
     assert s["method"] == "rpa" and s["synthetic"] is True and s["wall_seconds"] == 1.5
+
+
+def test_select_metric_chooses_the_round_by_another_validation_metric():
+    """Issue 43: a table of MSE is chosen by MSE (lower is better), not by the task's primary IC."""
+    history = [_round(1, 0.1), _round(2, 0.4), _round(3, 0.2)]
+    for r, mse in zip(history, (3.0, 2.0, 1.0), strict=True):
+        r.summary["personal/val/mse/macro"] = mse
+    result = SimulationResult(Record(), {}, history)
+    by_ic = build_summary(small_config(), result, 1.0, "runs/x", "ic", True, {})
+    by_mse = build_summary(small_config(**{"federation.select_metric": "mse"}), result, 1.0, "runs/x", "ic", True, {})
+    assert by_ic["selection"] == {"metric": "personal/val/ic/macro", "best_round": 2, "rounds_to_95": 2.0}
+    assert by_mse["selection"] == {"metric": "personal/val/mse/macro", "best_round": 3, "rounds_to_95": 3.0}
+    assert by_mse["primary_metric"] == "ic"  # the table's first column stays the task's
+    with pytest.raises(ConfigError, match=r"'msee'.*ic, mse"):
+        build_summary(small_config(**{"federation.select_metric": "msee"}), result, 1.0, "runs/x", "ic", True, {})
+
+
+@pytest.mark.parametrize(
+    ("metric", "values", "expected"),
+    [
+        ("ic", (0.01, 0.096, 0.1, 0.05), 2.0),  # 0.096 >= 0.95 * 0.1
+        ("ic", (0.01, 0.094, 0.1), 3.0),
+        ("ic", (-0.2, -0.1, math.nan), math.nan),  # a best below zero has no 95 %
+        ("mse", (2.0, 1.05, 1.0), 2.0),  # lower is better: 1.05 <= 1.0 / 0.95
+        ("mse", (2.0, 1.06, 1.0), 3.0),
+    ],
+)
+def test_rounds_to_95_percent_of_the_best_validation_score(metric, values, expected):
+    history = [_round(r, 0.0) for r in range(1, len(values) + 1)]
+    for r, v in zip(history, values, strict=True):
+        r.summary[f"personal/val/{metric}/macro"] = v
+    got = rounds_to_share([_round(0, None), *history], metric)
+    assert got == expected or (math.isnan(expected) and math.isnan(got))
+
+
+def test_recent_diagnostics_average_the_last_rounds_numbers_only():
+    history = [_round(r, 0.1) for r in range(1, 26)]
+    for r in history:
+        r.diagnostics = {"route_entropy": float(r.round), "routes": {"a": [1.0]}, "flag": True}
+    recent = recent_diagnostics(history)
+    assert recent == {"route_entropy": pytest.approx(np.mean(range(6, 26)))}  # rounds 6..25, nothing else
+    assert recent_diagnostics(history[:3], window=20) == {"route_entropy": 2.0}
+    assert recent_diagnostics([_round(1, 0.1)]) == {}
 
 
 def _summary(method: str, gains: dict[str, float], run_dir: str = "") -> dict:

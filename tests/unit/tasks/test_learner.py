@@ -345,3 +345,13 @@ def test_adapter_movement_is_zero_for_a_fresh_adapter_and_the_norm_ratio_after_t
     assert moved["delta_w_rel_mean"] == pytest.approx(np.mean(by_hand), rel=1e-5)
     assert moved["delta_w_rel_max"] == pytest.approx(max(by_hand), rel=1e-5)
     assert moved["contribution"] > 0
+
+
+def test_evaluate_moved_equals_evaluate_and_adapter_movement(learner):
+    """The runtime's one pass over the validation rows gives what the two separate calls give."""
+    params = _params(learner)
+    adapters = [k for k in params if not k.startswith(HEAD_PREFIX)]
+    trained = learner.fit(params, _opt(adapters, 5e-2), steps=2, generator=torch.Generator().manual_seed(0)).params
+    metrics, movement = learner.evaluate_moved(trained, "val")
+    assert metrics == learner.evaluate(trained, "val")
+    assert movement == learner.adapter_movement(trained, "val")

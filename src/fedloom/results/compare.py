@@ -1,6 +1,6 @@
 """The one comparison engine: how a row of runs differs from a reference row. The paired block bootstrap
 over trading weeks of the seed-mean daily series (seed 000, Table 5) with a paired t-test over seeds, and
-each client's gain over the reference against its heterogeneity (seed 000, Fig. 5). Tables, the HTML
+each client's gain over the reference against its heterogeneity (seed 000, Fig. 4). Tables, the HTML
 report and `fedloom compare`'s report.md all render these numbers; none computes its own."""
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def heterogeneity(runs: Sequence[RunResult]) -> dict[str, float]:
 
 def gain_correlation(heterogeneity: Sequence[float], gains: Sequence[float]) -> tuple[float, int]:
     """Spearman ρ between clients' heterogeneity scores and gains over the finite pairs, and their
-    number (seed 000 Fig. 5); NaN with fewer than three pairs or a constant side (e.g. a method whose
+    number (seed 000 Fig. 4); NaN with fewer than three pairs or a constant side (e.g. a method whose
     gain over FedAvg is 0 for every client), where ρ is undefined."""
     from scipy.stats import spearmanr  # scipy.stats (~0.3 s): imported only by comparisons, not by every run
 

@@ -58,7 +58,7 @@ def significance_section(rows: Mapping[str, Sequence[RunResult]], base: str) -> 
 
 
 def gain_section(rows: Mapping[str, Sequence[RunResult]], base: str) -> str:
-    """Each row's per-client gain over ``base`` beside the client's heterogeneity score (seed 000 Fig. 5)."""
+    """Each row's per-client gain over ``base`` beside the client's heterogeneity score (seed 000 Fig. 4)."""
     metric = f"test/{rows[base][0].record['primary_metric']}"
     scores = heterogeneity(rows[base])
     clients = sorted(rows[base][0].record["per_client"])

@@ -1,5 +1,5 @@
 """Figures of how methods differ, for the HTML report: per-client gain against heterogeneity (seed
-000, Fig. 5), the communication–quality trade-off, RPA's routes and their dynamics over rounds, and
+000, Fig. 4), the communication–quality trade-off, RPA's routes and their dynamics over rounds, and
 FedWeave's expert alignment. Data in, a matplotlib Figure out (saving is the caller's)."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def gain_figure(
     reference: str = "FedAvg",
 ) -> Figure:
     """Each method's per-client gain over ``reference`` against the client's heterogeneity score (eq. 26),
-    with a least-squares line and Spearman ρ in the legend (seed 000, Fig. 5)."""
+    with a least-squares line and Spearman ρ in the legend (seed 000, Fig. 4)."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
     clients = sorted(heterogeneity)
     x = np.array([heterogeneity[c] for c in clients], dtype=float)

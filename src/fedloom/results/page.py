@@ -171,7 +171,7 @@ def _comparison_plots(rows: Mapping[str, Sequence[RunResult]], metric: str, refe
                 "gain-heterogeneity",
                 gain_figure(scores, gains, metric, base),
                 f"Each client's gain in test {name} over `{base}` (seed mean, round chosen on validation) "
-                "against its heterogeneity score; Spearman ρ per row (seed 000, Fig. 5).",
+                "against its heterogeneity score; Spearman ρ per row (seed 000, Fig. 4).",
             )
     if len(rows) > 1:
         points = {}

@@ -112,22 +112,89 @@ def _batches(tokens: Ragged, batch_size: int) -> Iterator[np.ndarray]:
         yield order[start : start + batch_size]
 
 
-def compute_prefix(
-    lm: AdaptedLM, tokens: Ragged, batch_size: int = 16, progress: Callable[[int], None] | None = None
-) -> Ragged | None:
-    """Run the frozen layers below ``L0`` once over every sample; None (and no pass) when ``L0 = 0``."""
-    if lm.start_layer == 0:
-        return None
-    prefix_rows: dict[int, Tensor] = {}  # row → its frozen prefix states
+def _prefix_rows(
+    lm: AdaptedLM, tokens: Ragged, batches: Sequence[np.ndarray], progress: Callable[[int], None] | None
+) -> Iterator[tuple[int, Tensor]]:
+    """(row, its frozen prefix states [length, H]) of every row of ``batches``, batch by batch."""
     with torch.no_grad():
-        for idx in _batches(tokens, batch_size):
+        for idx in batches:
             ids, mask = tokens.pad(idx, pad_value=lm.pad_id)
             stored = lm.prefix(ids, mask).cpu()
             for b, i in enumerate(idx):
-                prefix_rows[int(i)] = stored[b, : int(mask[b].sum())].clone()
+                yield int(i), stored[b, : int(mask[b].sum())]
             if progress is not None:
                 progress(len(idx))
-    return Ragged.from_rows([prefix_rows[i] for i in range(len(tokens))], lm.backbone.dtype)
+
+
+def compute_prefix(
+    lm: AdaptedLM, tokens: Ragged, batch_size: int = 16, progress: Callable[[int], None] | None = None
+) -> Ragged | None:
+    """Run the frozen layers below ``L0`` once over every sample, in memory; None (and no pass) when ``L0 = 0``."""
+    if lm.start_layer == 0:
+        return None
+    rows = {i: r.clone() for i, r in _prefix_rows(lm, tokens, list(_batches(tokens, batch_size)), progress)}
+    return Ragged.from_rows([rows[i] for i in range(len(tokens))], lm.backbone.dtype)
+
+
+PARTIAL_CHECKPOINT_ROWS = 512  # a resumable pass records its progress after about this many rows
+
+
+def stream_prefix(
+    lm: AdaptedLM,
+    tokens: Ragged,
+    folder: Path,
+    batch_size: int = 16,
+    progress: Callable[[int], None] | None = None,
+    checkpoint_rows: int = PARTIAL_CHECKPOINT_ROWS,
+) -> None:
+    """`compute_prefix` written straight into ``folder`` (prefix.npy memory-mapped, offsets.npy, meta.json),
+    so memory stays one batch whatever the set's size (CSI300 at issue 43's size is ~18 GB of float32 states
+    on a 24 GB machine), and resumable: the pass works in ``.<folder>.partial`` beside it, records after
+    every ``checkpoint_rows`` rows how many length-sorted batches are on disk, and a pass killed midway
+    (a session's end, Ctrl-C) continues from there; the finished folder is published by one rename. The
+    caller holds the entry's lock (`build_once`), so one process writes a partial folder at a time."""
+    if lm.start_layer == 0:
+        _publish(folder, {}, {"prefix_dtype": None})
+        return
+    partial = folder.with_name(f".{folder.name}.partial")
+    dtype = str(lm.backbone.dtype).removeprefix("torch.")
+    plan = {"rows": len(tokens), "batch_size": batch_size, "prefix_dtype": dtype, "hidden": lm.hidden_size}
+    journal = partial / "journal.json"
+    done = 0
+    if journal.is_file() and (partial / "prefix.npy").is_file():
+        state = json.loads(journal.read_text())
+        done = int(state["batches_done"]) if state.get("plan") == plan else 0
+    if done == 0:
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(parents=True)
+        storage = np.int16 if lm.backbone.dtype == torch.bfloat16 else np.dtype(dtype)
+        np.lib.format.open_memmap(partial / "prefix.npy", "w+", storage, (int(tokens.offsets[-1]), lm.hidden_size))
+        _write_journal(journal, plan, 0)
+    values = np.load(partial / "prefix.npy", mmap_mode="r+")
+    batches = list(_batches(tokens, batch_size))
+    if progress is not None and done:
+        progress(int(sum(len(b) for b in batches[:done])))  # what the earlier pass left on disk
+    since = 0
+    for k, idx in enumerate(batches[done:], start=done):
+        for i, states in _prefix_rows(lm, tokens, [idx], progress):
+            values[tokens.offsets[i] : tokens.offsets[i + 1]] = _to_numpy(states)
+        since += len(idx)
+        if since >= checkpoint_rows or k == len(batches) - 1:
+            values.flush()  # the states before the journal that counts them
+            _write_journal(journal, plan, k + 1)
+            since = 0
+    del values
+    np.save(partial / "offsets.npy", tokens.offsets)
+    (partial / "meta.json").write_text(json.dumps({"prefix_dtype": dtype}))
+    journal.unlink()
+    shutil.rmtree(folder, ignore_errors=True)
+    partial.rename(folder)
+
+
+def _write_journal(path: Path, plan: dict[str, object], batches_done: int) -> None:
+    staging = path.with_suffix(".tmp")
+    staging.write_text(json.dumps({"plan": plan, "batches_done": batches_done}))
+    staging.replace(path)  # atomic: a kill leaves the old count or the new one
 
 
 def frozen_embedding(lm: AdaptedLM, tokens: Ragged, prefix: Ragged | None, batch_size: int = 16) -> Tensor:
@@ -174,7 +241,7 @@ def cached_features(
     folder = cache_dir / digest.hexdigest()[:24]
 
     def build_prefix() -> Ragged | None:
-        _save_prefix(folder, compute_prefix(lm, tokens, batch_size, progress))
+        stream_prefix(lm, tokens, folder, batch_size, progress)
         return _load_prefix(folder)
 
     prefix = build_once(folder, (folder / "meta.json").is_file, lambda: _load_prefix(folder), build_prefix)
@@ -223,14 +290,6 @@ def _publish(folder: Path, arrays: dict[str, np.ndarray], meta: dict[str, str | 
         staging.rename(folder)  # atomic publish
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _save_prefix(folder: Path, prefix: Ragged | None) -> None:
-    if prefix is None:
-        _publish(folder, {}, {"prefix_dtype": None})
-    else:
-        dtype = str(prefix.dtype).removeprefix("torch.")
-        _publish(folder, {"prefix.npy": prefix.values, "offsets.npy": prefix.offsets}, {"prefix_dtype": dtype})
 
 
 def _load_prefix(folder: Path) -> Ragged | None:

@@ -3,13 +3,15 @@ is computed only when read."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from fedloom.backbone import features as features_module
-from fedloom.backbone.features import Ragged, cached_features, compute_features, frozen_embedding
+from fedloom.backbone.features import Ragged, _load_prefix, cached_features, compute_features, frozen_embedding
 from fedloom.backbone.lora import Binding
 
 TEXTS = [
@@ -161,3 +163,59 @@ def test_the_embedding_from_cached_prefix_states_equals_the_one_from_token_ids(t
     tokens = _tokens(tiny_lm.backbone)
     feats = compute_features(tiny_lm, tokens, batch_size=2)
     assert torch.equal(frozen_embedding(tiny_lm, tokens, feats.prefix, 2), frozen_embedding(tiny_lm, tokens, None, 2))
+
+
+class _KilledError(Exception):
+    """Stands for a session's end or Ctrl-C in the middle of a frozen-feature pass."""
+
+
+def test_a_killed_prefix_pass_resumes_where_its_journal_says_and_ends_identical(tiny_lm, tmp_path):
+    """Issue 43's CSI300 pass is hours on a CPU: it streams into a partial folder, records how many batches
+    are on disk, and a rerun computes only the rest; the published folder equals the in-memory pass."""
+    from fedloom.backbone.features import stream_prefix
+
+    tokens = _tokens(tiny_lm.backbone)
+    reference = compute_features(tiny_lm, tokens, batch_size=1).prefix
+    folder = tmp_path / "entry"
+    seen: list[int] = []
+
+    def dies_after_three(n: int) -> None:
+        seen.append(n)
+        if len(seen) == 3:
+            raise _KilledError
+
+    with pytest.raises(_KilledError):
+        stream_prefix(tiny_lm, tokens, folder, batch_size=1, progress=dies_after_three, checkpoint_rows=2)
+    assert not folder.exists()  # nothing half-written is ever published
+    journal = json.loads((tmp_path / ".entry.partial" / "journal.json").read_text())
+    assert journal["batches_done"] == 2  # the third batch was computed but not yet recorded
+
+    calls = []
+    original = tiny_lm.prefix
+    tiny_lm.prefix = lambda ids, mask: calls.append(len(ids)) or original(ids, mask)  # type: ignore[method-assign]
+    try:
+        stream_prefix(tiny_lm, tokens, folder, batch_size=1, checkpoint_rows=2)
+    finally:
+        tiny_lm.prefix = original  # type: ignore[method-assign]
+    assert len(calls) == len(TEXTS) - 2  # only the batches the journal did not count
+    assert not (tmp_path / ".entry.partial").exists()
+    loaded = _load_prefix(folder)
+    np.testing.assert_array_equal(np.asarray(loaded.values), reference.values)
+    np.testing.assert_array_equal(loaded.offsets, reference.offsets)
+
+
+def test_a_partial_pass_of_another_plan_starts_over(tiny_lm, tmp_path):
+    from fedloom.backbone.features import stream_prefix
+
+    tokens = _tokens(tiny_lm.backbone)
+    folder = tmp_path / "entry"
+
+    def dies(n: int) -> None:
+        raise _KilledError
+
+    with pytest.raises(_KilledError):
+        stream_prefix(tiny_lm, tokens, folder, batch_size=1, progress=dies, checkpoint_rows=1)
+    stream_prefix(tiny_lm, tokens, folder, batch_size=2)  # another batching: the journal's count means nothing
+    np.testing.assert_array_equal(
+        np.asarray(_load_prefix(folder).values), compute_features(tiny_lm, tokens, batch_size=2).prefix.values
+    )

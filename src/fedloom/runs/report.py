@@ -14,9 +14,9 @@ from typing import Any
 Rows = tuple[list[str], list[list[str]]]  # a header and its rows of text cells
 
 WEIGHTED = ("mse", "mae")
-ORDER = ("ic", "rank_ic", "icir", "rank_icir", "accuracy", "mcc", "mse", "mae", "score", "loss")
+ORDER = ("ic", "rank_ic", "icir", "rank_icir", "mcc", "balanced_accuracy", "accuracy", "mse", "mae", "score", "loss")
 LABELS = {"ic": "IC", "rank_ic": "RankIC", "icir": "ICIR", "rank_icir": "RankICIR", "mse": "MSE", "mae": "MAE",
-          "mcc": "MCC", "accuracy": "Acc"}  # fmt: skip
+          "mcc": "MCC", "accuracy": "Acc", "balanced_accuracy": "BAcc"}  # fmt: skip
 
 
 def fmt(value: Any, digits: int = 4) -> str:

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from fedloom.metrics.classification import accuracy_score, matthews_corrcoef
+from fedloom.metrics.classification import accuracy_score, balanced_accuracy, matthews_corrcoef
 from fedloom.tasks.regression import HEAD_BIAS, HEAD_WEIGHT
 
 
@@ -54,4 +54,5 @@ class ClassificationTask:
         return {
             "accuracy": accuracy_score(targets, predictions),
             "mcc": matthews_corrcoef(targets, predictions, self.num_classes),
+            "balanced_accuracy": balanced_accuracy(targets, predictions, self.num_classes),
         }

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from sklearn.metrics import accuracy_score, matthews_corrcoef
+from sklearn.metrics import accuracy_score, balanced_accuracy_score, matthews_corrcoef
 
 from fedloom.errors import ConfigError
 from fedloom.runs.methods import method_context
@@ -33,6 +33,7 @@ def test_classification_metrics_match_sklearn():
     out = ClassificationTask(2).evaluate(p.astype(float), y.astype(float), np.zeros(50))
     assert out["accuracy"] == pytest.approx(accuracy_score(y, p))
     assert out["mcc"] == pytest.approx(matthews_corrcoef(y, p))
+    assert out["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(y, p))
 
 
 def test_ranking_reports_qlib_signal_metrics_and_is_affine_invariant_per_date():

@@ -33,8 +33,13 @@ if TYPE_CHECKING:
     from fedloom.backbone.lora import LoraSpec
 
 # what `--resume` may change: the rounds already done stay valid (more rounds extend the run; where this
-# machine keeps the data; bookkeeping). Everything else changes what the run means.
-RESUMABLE_KEYS = ("rounds", "data.data_dir", "federation.checkpoint_every", "federation.round_timeout")
+# machine keeps the data; bookkeeping; the TopkDropout settings, which only trade the final predictions once
+# at the end — a finished run keeps the portfolio its config.yaml names). Everything else changes what the
+# run means.
+RESUMABLE_KEYS = (
+    "rounds", "data.data_dir", "federation.checkpoint_every", "federation.round_timeout",
+    "portfolio.topk", "portfolio.n_drop", "portfolio.max_share",
+)  # fmt: skip
 
 
 class _Strict(BaseModel):

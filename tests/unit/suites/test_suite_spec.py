@@ -166,6 +166,10 @@ def test_a_finished_job_whose_config_the_suite_changed_is_stale_and_runs_again(t
     assert "--overwrite" in command and "--resume" not in command
     path.write_text("name: t\nbase: base.yaml\nmethods: [fedavg]\nset: [rounds=5]\n")
     assert job_status(load_suite(path).jobs[0], out) == "resume"
+    # the TopkDropout settings only trade the final predictions: a finished run stays finished (2026-12-06: a
+    # new portfolio default must not send every finished job of every suite back to round 1)
+    path.write_text("name: t\nbase: base.yaml\nmethods: [fedavg]\nset: [portfolio.topk=7, portfolio.n_drop=2]\n")
+    assert job_status(load_suite(path).jobs[0], out) == "finished"
 
 
 def test_per_method_overrides_reach_only_that_methods_jobs(tmp_path: Path):

@@ -17,11 +17,15 @@ were dealt by a shuffle whose outcome moved with the table's size).
 from __future__ import annotations
 
 import zlib
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fedloom.data.schema import ClientData, Partition, Table
 from fedloom.errors import DataError
+
+if TYPE_CHECKING:
+    from fedloom.data.config import DataConfig
 
 MAX_DRAWS = 100
 # Why a table cannot take a partition it has no column for (see `Table.partition_columns`).
@@ -54,7 +58,7 @@ def merged_groups(groups: np.ndarray, instruments: np.ndarray, min_names: int) -
         small, other = sorted(members, key=lambda g: (len(members[g]), g))[:2]
         if len(members[small]) >= min_names:
             break
-        name = "+".join(sorted([small, other], key=lambda g: (len(members[g]), g)))
+        name = f"{small}+{other}"
         members[name] = members.pop(small) | members.pop(other)
         label = {g: name if m in (small, other) else m for g, m in label.items()}
     return np.array([label[g] for g in groups], dtype=object)
@@ -175,6 +179,13 @@ def partition_table(
     frame = table.frame
     keys = np.asarray(frame["date"], dtype="datetime64[D]").astype(np.int64) if "date" in frame.columns else None
     return dirichlet_partition(identities, num_clients, alpha, seed, required, keys)
+
+
+def configured_partition(table: Table, cfg: DataConfig, train_rows: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """`partition_table` under the partition ``cfg`` names (method, clients, α, seed, fewest names): what a
+    run's clients are and what ``fedloom data info`` describes, from one place."""
+    return partition_table(table, cfg.partition, cfg.num_clients, cfg.alpha, cfg.partition_seed, train_rows,
+                           cfg.min_names)  # fmt: skip
 
 
 def client_views(partition: dict[str, np.ndarray], splits: dict[str, np.ndarray]) -> list[ClientData]:

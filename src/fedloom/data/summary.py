@@ -6,7 +6,7 @@ import numpy as np
 
 from fedloom.data.config import DataConfig
 from fedloom.data.files import resolve_data_dir
-from fedloom.data.partition import partition_table
+from fedloom.data.partition import configured_partition
 from fedloom.data.registry import DATASETS
 from fedloom.data.schema import Table
 from fedloom.data.splits import table_splits
@@ -50,9 +50,7 @@ def describe(table: Table, cfg: DataConfig) -> list[tuple[str, str]]:
             continue
         span = f"  ({dates[rows].min()} … {dates[rows].max()})" if len(rows) else ""
         lines.append((f"split {name}", f"{len(rows):,} rows, {len(np.unique(dates[rows])):,} dates{span}"))
-    parts = partition_table(
-        table, cfg.partition, cfg.num_clients, cfg.alpha, cfg.partition_seed, splits["train"], cfg.min_names
-    )
+    parts = configured_partition(table, cfg, splits["train"])
     sizes = np.array([np.isin(rows, splits["train"]).sum() for rows in parts.values()])
     method = cfg.partition if cfg.partition != "auto" else table.default_partition
     lines.append(("clients", f"{len(parts)} ({method}); training rows {_spread(sizes)}"))

@@ -27,13 +27,8 @@ from fedloom.results.load import DAILY_FILES, RunResult
 from fedloom.runs.report import LABELS, metric_names, summary_key
 
 CROSS_SECTION = (("rank_ic", "pooled RankIC"), ("ic", "pooled IC"))
-CONSTANT_SCORED = (
-    "mse",
-    "mae",
-    "accuracy",
-    "balanced_accuracy",
-    "mcc",
-)  # metrics a constant predictor has (its IC is undefined)
+# metrics a constant predictor has (its IC is undefined)
+CONSTANT_SCORED = ("mse", "mae", "accuracy", "balanced_accuracy", "mcc")
 PORTFOLIO = (("annualized_return", "excess AR"), ("information_ratio", "IR"), ("max_drawdown", "MDD"))
 # seed 000 Fig. 6: the daily RankIC's spread over market regimes (one regime: --column Bear=regimes.regime/Bear)
 REGIMES = (("regime_std", "regime std"), ("worst_regime_drop", "worst regime drop"))

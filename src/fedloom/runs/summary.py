@@ -22,6 +22,12 @@ def selection_metric(cfg: RunConfig, primary: str) -> str:
     return cfg.federation.select_metric or primary
 
 
+def validation_scores(history: list[RoundRecord], metric: str) -> list[tuple[RoundRecord, float]]:
+    """(round, its finite macro validation ``metric`` of the personalized models), in round order."""
+    key = f"personal/val/{metric}/macro"
+    return [(r, r.summary[key]) for r in history if math.isfinite(r.summary.get(key, math.nan))]
+
+
 def best_round(history: list[RoundRecord], metric: str) -> RoundRecord:
     """The evaluated round with the best macro validation ``metric`` (personalized); ties → earliest. A metric
     no evaluated round reports is a ConfigError (a typo in ``federation.select_metric``), a NaN one falls
@@ -33,7 +39,7 @@ def best_round(history: list[RoundRecord], metric: str) -> RoundRecord:
         known = sorted({k.split("/")[2] for r in evaluated for k in r.summary if k.startswith("personal/val/")})
         raise ConfigError(f"no round reports validation metric {metric!r} to choose the round by; "
                           f"this run's: {', '.join(known)}")  # fmt: skip
-    scored = [(sign * r.summary[key], -r.round, r) for r in evaluated if math.isfinite(r.summary.get(key, math.nan))]
+    scored = [(sign * v, -r.round, r) for r, v in validation_scores(evaluated, metric)]
     return max(scored, key=lambda t: t[:2])[2] if scored else evaluated[-1]
 
 
@@ -49,15 +55,14 @@ def rounds_to_share(history: list[RoundRecord], metric: str, share: float = 0.95
     ...                  [(1, 0.01), (2, 0.096), (3, 0.1)]], "ic")
     2.0
     """
-    key = f"personal/val/{metric}/macro"
-    scored = [(r.round, r.summary[key]) for r in history if math.isfinite(r.summary.get(key, math.nan))]
+    scored = validation_scores(history, metric)
     if not scored:
         return math.nan
     up = higher_is_better(metric)
     best = max(v for _, v in scored) if up else min(v for _, v in scored)
     if best <= 0:
         return math.nan
-    return float(next(r for r, v in scored if (v >= share * best if up else v <= best / share)))
+    return float(next(r.round for r, v in scored if (v >= share * best if up else v <= best / share)))
 
 
 def recent_diagnostics(history: list[RoundRecord], window: int = LAST_ROUNDS) -> dict[str, float]:

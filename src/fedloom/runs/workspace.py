@@ -22,7 +22,7 @@ from fedloom.backbone.features import FrozenFeatures, Ragged, cached_features, c
 from fedloom.backbone.loading import load_backbone
 from fedloom.backbone.model import AdaptedLM
 from fedloom.backbone.peft_io import import_peft
-from fedloom.data.partition import client_views, partition_table
+from fedloom.data.partition import client_views, configured_partition
 from fedloom.data.prompts import tokenize_instructions, tokenize_prompts, uses_numeric_side_channel
 from fedloom.data.registry import Table, load_dataset
 from fedloom.data.schema import ClientData, SampleTable, TextTable
@@ -102,11 +102,7 @@ def prepare_workspace(cfg: RunConfig, progress: Progress | None = None) -> Works
 def data_owners(cfg: RunConfig, table: Table) -> list[ClientData]:
     """The clients of a run: the configured partition of ``table``, each cut by the table's split."""
     splits = table_splits(table, cfg.data.split)
-    d = cfg.data
-    partition = partition_table(
-        table, d.partition, d.num_clients, d.alpha, d.partition_seed, splits["train"], d.min_names
-    )
-    return client_views(partition, splits)
+    return client_views(configured_partition(table, cfg.data, splits["train"]), splits)
 
 
 def _tokens(cfg: RunConfig, table: Table, lm: AdaptedLM) -> tuple[Ragged, GenerationTask | None]:

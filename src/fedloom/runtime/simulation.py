@@ -146,7 +146,8 @@ def client_round(
     try:
         update = algorithm.local_update(download, own, LocalContext(learner, rnd, generator(seed, "local", rnd, cid)))
     finally:
-        (kept, learner.memory), (trained, learner.trained) = (learner.memory, None), (learner.trained, None)
+        kept, learner.memory = learner.memory, None
+        trained, learner.trained = learner.trained, None
     if trained:  # what this client's optimizers (and closed-form heads) updated: seed 000 Table 2's count
         update = replace(update, metrics={**update.metrics, TRAINABLE_PARAMS: float(sum(trained.values()))})
     return update if kept is None else replace(update, state=with_memory(update.state, kept.tensors))

@@ -13,7 +13,10 @@ from fedloom.cli.app import app, console
 @app.command()
 def table(
     paths: Annotated[list[Path], typer.Argument(help="run directories, or folders holding them (a suite's)")],
-    reference: Annotated[str | None, typer.Option(help="row the bootstrap compares every other row with")] = None,
+    reference: Annotated[
+        str | None,
+        typer.Option(help="row the bootstrap compares every other row with; '{row}-fixed': each row with its twin"),
+    ] = None,
     daily: Annotated[str | None, typer.Option(help="daily.csv column compared (default: the primary metric)")] = None,
     final: Annotated[bool, typer.Option(help="bootstrap the final-round models' series (daily_final.csv)")] = False,
     column: Annotated[list[str] | None, typer.Option(help="extra column LABEL=dotted.path (repeatable)")] = None,
@@ -42,7 +45,9 @@ def table(
 def report(
     path: Annotated[Path, typer.Argument(help="a run directory, or a folder holding runs (a comparison, a suite)")],
     out: Annotated[Path | None, typer.Option(help="folder for report.html and figures/ (default: PATH)")] = None,
-    reference: Annotated[str | None, typer.Option(help="row the table's bootstrap compares with")] = None,
+    reference: Annotated[
+        str | None, typer.Option(help="row the table's bootstrap and gain plot compare with (or a '{row}-…' template)")
+    ] = None,
 ) -> None:
     """One static HTML page (report.html + PNG figures) of a run or of a folder of runs."""
     from fedloom.results.page import write_report

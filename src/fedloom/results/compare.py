@@ -14,8 +14,10 @@ import pandas as pd
 
 from fedloom.metrics.significance import paired_block_bootstrap, paired_seed_test
 from fedloom.results.load import RunResult
+from fedloom.runs.report import summary_key
 
 DEFAULT_REFERENCE = "fedavg"  # the method a comparison is against when no reference row is named
+ROW_FIELD = "{row}"  # in a reference: each row against the row its own name makes, e.g. "{row}-fixed"
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,37 @@ def reference_row(rows: Mapping[str, Sequence[RunResult]], reference: str | None
         return reference if reference in rows else None
     return next((row for row, runs in rows.items() if all(r.record.get("method") == DEFAULT_REFERENCE for r in runs)),
                 None)  # fmt: skip
+
+
+def partners(rows: Mapping[str, Sequence[RunResult]], reference: str | None = None) -> dict[str, str]:
+    """The row each row is compared with. A reference holding ``{row}`` is a template: each row against
+    the row it names (``{row}-fixed``: every partition's RPA against its fixed-route twin, seed 000
+    Table 9; ``{row}-nores``: against the variant without the residual, Fig. 4), rows it names no row for
+    are not compared; any other reference: every other row against that row (`reference_row`).
+
+    >>> partners({"iid": [], "iid-fixed": [], "sector": []}, "{row}-fixed")
+    {'iid': 'iid-fixed'}
+    """
+    if reference is not None and ROW_FIELD in reference:
+        named = {row: reference.replace(ROW_FIELD, row) for row in rows}
+        return {row: other for row, other in named.items() if other in rows and other != row}
+    base = reference_row(rows, reference)
+    return {} if base is None else {row: base for row in rows if row != base}
+
+
+def paired_gain(run: RunResult, partner: RunResult, metric: str) -> dict[str, float]:
+    """One seed's gain of ``run`` over ``partner`` (the same seed of the row it is compared with): the
+    headline test ``metric``'s difference (``gain``; seed 000 Table 9's "gain over uniform route") and
+    the Spearman ρ between the clients' heterogeneity scores (eq. 26) and their gains (eq. 27)
+    (``heterogeneity_rho``; Table 9's last column, Fig. 4). NaN where either run lacks the value."""
+    key = summary_key(metric)
+    mine, theirs = run.record.get("metrics", {}).get(key), partner.record.get("metrics", {}).get(key)
+    gain = float(mine) - float(theirs) if mine is not None and theirs is not None else math.nan
+    per_client = client_gains([run], [partner], f"test/{metric}")
+    scores = heterogeneity([run])
+    clients = sorted(per_client)
+    rho, _ = gain_correlation([scores.get(c, math.nan) for c in clients], [per_client[c] for c in clients])
+    return {"gain": gain, "heterogeneity_rho": rho}
 
 
 def client_gains(runs: Sequence[RunResult], base: Sequence[RunResult], key: str) -> dict[str, float]:

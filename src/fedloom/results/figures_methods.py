@@ -17,29 +17,24 @@ from fedloom.runs.plots import heatmaps_figure, plt
 from fedloom.runs.report import LABELS
 
 
-def gain_figure(
-    heterogeneity: Mapping[str, float],
-    gains: Mapping[str, Mapping[str, float]],
-    metric: str,
-    reference: str = "FedAvg",
-) -> Figure:
-    """Each method's per-client gain over ``reference`` against the client's heterogeneity score (eq. 26),
-    with a least-squares line and Spearman ρ in the legend (seed 000, Fig. 4)."""
+def gain_figure(points: Mapping[str, Sequence[tuple[float, float]]], metric: str) -> Figure:
+    """Per client, the gain of a row over the row it is compared with (legend: ``row − partner``) against
+    the client's heterogeneity score (eq. 26), with a least-squares line and Spearman ρ in the legend
+    (seed 000, Fig. 4). ``points``: legend label → the clients' (heterogeneity, gain) pairs."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
-    clients = sorted(heterogeneity)
-    x = np.array([heterogeneity[c] for c in clients], dtype=float)
-    for row, per_client in gains.items():
-        y = np.array([per_client.get(c, np.nan) for c in clients], dtype=float)
+    for label, pairs in points.items():
+        x = np.array([h for h, _ in pairs], dtype=float)
+        y = np.array([g for _, g in pairs], dtype=float)
         rho, n = gain_correlation(list(x), list(y))
-        points = ax.scatter(x, y, s=18, label=f"{row} (ρ = {rho:.2f}, n = {n})")
+        dots = ax.scatter(x, y, s=18, label=f"{label} (ρ = {rho:.2f}, n = {n})")
         ok = np.isfinite(x) & np.isfinite(y)
         if ok.sum() > 1 and np.ptp(x[ok]) > 0:
             slope, intercept = np.polyfit(x[ok], y[ok], 1)
             grid = np.linspace(x[ok].min(), x[ok].max(), 2)
-            ax.plot(grid, slope * grid + intercept, color=points.get_facecolor()[0], lw=1)
+            ax.plot(grid, slope * grid + intercept, color=dots.get_facecolor()[0], lw=1)
     ax.axhline(0.0, color="grey", lw=0.8)
     ax.set_xlabel("client heterogeneity score (eq. 26)")
-    ax.set_ylabel(f"gain in test {LABELS.get(metric, metric)} over {reference}")
+    ax.set_ylabel(f"gain in test {LABELS.get(metric, metric)}")
     ax.legend(fontsize=7, loc="best")
     ax.grid(alpha=0.3)
     fig.tight_layout()
@@ -61,12 +56,25 @@ def pareto_front(points: Mapping[str, tuple[float, float]], higher: bool) -> lis
     return front
 
 
-def pareto_figure(points: Mapping[str, tuple[float, float, float]], metric: str, higher: bool) -> Figure:
+def pareto_figure(
+    points: Mapping[str, tuple[float, float, float]],
+    metric: str,
+    higher: bool,
+    trainable: Mapping[str, float] | None = None,
+) -> Figure:
     """Communication (KB down + up per participating client and round, eq. 28) against the test
-    metric (mean ± std over seeds) per row; the Pareto front joined by a line."""
+    metric (mean ± std over seeds) per row; the Pareto front joined by a line. With ``trainable``
+    (parameters a client trains), marker area grows with the count (seed 000, Fig. 7's bubbles); rows
+    without a count keep the plain marker."""
     fig, ax = plt.subplots(figsize=(6, 3.8))
+    largest = max((v for v in (trainable or {}).values() if np.isfinite(v) and v > 0), default=0.0)
     for row, (cost, mean, std) in points.items():
-        ax.errorbar([cost], [mean], yerr=[std if np.isfinite(std) else 0.0], fmt="o", ms=5, capsize=3, label=row)
+        count = (trainable or {}).get(row, np.nan)
+        bubble = largest > 0 and np.isfinite(count) and count > 0
+        size = 4.0 + 16.0 * np.sqrt(count / largest) if bubble else 5.0  # diameter: area grows with the count
+        label = f"{row} ({count / 1e6:.3g} M trained)" if bubble else row
+        ax.errorbar([cost], [mean], yerr=[std if np.isfinite(std) else 0.0], fmt="o", ms=size, capsize=3,
+                    alpha=0.7, label=label)  # fmt: skip
     front = pareto_front({r: (c, m) for r, (c, m, _) in points.items()}, higher)
     ax.plot([points[r][0] for r in front], [points[r][1] for r in front], color="black", lw=1, ls="--",
             label="Pareto front")  # fmt: skip

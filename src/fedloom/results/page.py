@@ -28,7 +28,7 @@ from matplotlib.figure import Figure
 from fedloom.algorithms.fedweave.reporting import ALIGNMENT, TASK_EXPERT
 from fedloom.algorithms.rpa import reporting as rpa
 from fedloom.metrics.federated import higher_is_better
-from fedloom.results.compare import client_gains, heterogeneity, reference_row
+from fedloom.results.compare import client_gains, heterogeneity, partners
 from fedloom.results.figures import daily_figure, portfolio_figure, regime_figure, rounds_figure
 from fedloom.results.figures_methods import (
     gain_figure,
@@ -159,22 +159,24 @@ def dataset_plots(rows: Mapping[str, Sequence[RunResult]], reference: str | None
 
 
 def _comparison_plots(rows: Mapping[str, Sequence[RunResult]], metric: str, reference: str | None) -> Iterator[Plot]:
-    """Per-client gain over the reference row (`reference_row`) against heterogeneity, and the
-    communication–quality plane."""
+    """Per-client gain over the row each row is compared with (`partners`: the reference row, FedAvg by
+    default, or a ``{row}`` template's) against heterogeneity, and the communication–quality plane."""
     name = LABELS.get(metric, metric)
-    base = reference_row(rows, reference)
-    if base is not None and len(rows) > 1:
-        scores = heterogeneity(rows[base])
-        gains = {row: client_gains(runs, rows[base], f"test/{metric}") for row, runs in rows.items() if row != base}
-        if scores and any(gains.values()):
-            yield Plot(
-                "gain-heterogeneity",
-                gain_figure(scores, gains, metric, base),
-                f"Each client's gain in test {name} over `{base}` (seed mean, round chosen on validation) "
-                "against its heterogeneity score; Spearman ρ per row (seed 000, Fig. 4).",
-            )
+    gain_points = {}
+    for row, other in partners(rows, reference).items():
+        scores = heterogeneity(rows[row])  # each row's own partition: its clients' scores
+        gains = client_gains(rows[row], rows[other], f"test/{metric}")
+        if scores and gains:
+            gain_points[f"{row} − {other}"] = [(scores.get(c, np.nan), g) for c, g in sorted(gains.items())]
+    if gain_points:
+        yield Plot(
+            "gain-heterogeneity",
+            gain_figure(gain_points, metric),
+            f"Each client's gain in test {name} over the row it is compared with (seed mean, round chosen on "
+            "validation) against its heterogeneity score; Spearman ρ per row (seed 000, Fig. 4).",
+        )
     if len(rows) > 1:
-        points = {}
+        points, trained = {}, {}
         for row, runs in rows.items():
             cost = aggregate(
                 [
@@ -184,11 +186,14 @@ def _comparison_plots(rows: Mapping[str, Sequence[RunResult]], metric: str, refe
             )
             quality = aggregate([lookup(r.record, ("metrics", summary_key(metric))) for r in runs])
             points[row] = (cost.mean, quality.mean, quality.std)
+            trained[row] = aggregate([lookup(r.record, ("trainable_params", "mean")) for r in runs]).mean
         yield Plot(
             "pareto",
-            pareto_figure(points, metric, higher_is_better(metric)),
+            pareto_figure(points, metric, higher_is_better(metric), trained),
             f"Communication (KB per participating client and round, eq. 28) against test {name} "
-            "(mean ± std over seeds); the dashed line joins the rows no other row beats on both.",
+            "(mean ± std over seeds); marker area: the parameters a client trains (summary.json "
+            "`trainable_params`, seed 000 Fig. 7's bubble); the dashed line joins the rows no other row "
+            "beats on both.",
         )
 
 

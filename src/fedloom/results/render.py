@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from fedloom.results.compare import Comparison
+from fedloom.results.compare import ROW_FIELD, Comparison
 from fedloom.results.load import DAILY_FILES
 from fedloom.results.table import Cell, ResultTable, column_decimals
 
@@ -92,6 +92,13 @@ def notes(table: ResultTable) -> list[str]:
             f"seeds p: the seeds disagree, e.g. one seed carries the difference); "
             f"* q < {ALPHA}. A CI that contains 0 means the difference is inside the noise."
         )
+        if ROW_FIELD in table.reference:
+            lines.append(
+                f"`{table.reference}`: each row against the row its name makes (rows with none are not compared); "
+                f"`gain over`: the test metric's difference from that row, per seed; `ρ(heterogeneity, gain)`: "
+                f"per seed, Spearman's ρ between the clients' heterogeneity scores (seed 000, eq. 26) and their "
+                f"gains (eq. 27) — seed 000 Table 9's last column."
+            )
         compared = [r.comparison for r in table.rows if r.comparison is not None]
         mde = [c.mde for c in compared if math.isfinite(c.mde) and c.mde > 0]  # 0: the reference's own series
         if mde:
@@ -138,7 +145,7 @@ def to_frame(tables: Sequence[ResultTable]) -> pd.DataFrame:
                 record[f"{c.label} std"] = row.cells[c.label].std
             if row.comparison is not None:
                 record |= {
-                    "reference": table.reference,
+                    "reference": table.partners.get(row.name, table.reference),
                     "daily": table.daily_column,
                     "daily_file": table.daily_file,
                     "difference": row.comparison.mean_difference,

@@ -5,8 +5,10 @@ runs of one name — the suite's row (``job.json``) or else the run folder's nam
 ``runs/acl18/seed0/rpa`` and ``runs/acl18/seed1/rpa`` make the row ``rpa`` — and each column is a
 value of every run's summary, aggregated over the row's seeds. The best mean of a column with a
 direction is marked; a paired block bootstrap over trading weeks (seed 000, Table 5) compares each
-row's seed-mean daily series with the reference row's (``daily.csv``: the round chosen on validation;
-``daily_final.csv`` with ``final``: the models after the last round); communication is KB per
+row's seed-mean daily series with the reference row's, or with the row a ``{row}`` template names
+(``{row}-fixed``; then with the gain over it and its correlation with heterogeneity, seed 000 Table 9)
+(``daily.csv``: the round chosen on validation; ``daily_final.csv`` with ``final``: the models after the
+last round); communication is KB per
 participating client and round (seed 000, eq. 28: what one selected client downloads and uploads in a round).
 """
 
@@ -21,7 +23,7 @@ import numpy as np
 
 from fedloom.errors import ConfigError
 from fedloom.metrics.federated import higher_is_better
-from fedloom.results.compare import Comparison, compare_daily, corrected
+from fedloom.results.compare import ROW_FIELD, Comparison, compare_daily, corrected, paired_gain, partners
 from fedloom.results.compare import daily_column as default_daily
 from fedloom.results.load import DAILY_FILES, RunResult
 from fedloom.runs.report import LABELS, metric_names, summary_key
@@ -73,6 +75,7 @@ class ResultTable:
     reference: str | None = None
     daily_column: str | None = None
     daily_file: str = DAILY_FILES[False]
+    partners: dict[str, str] = field(default_factory=dict)  # row -> the row it was compared with
 
     @property
     def compared(self) -> int:
@@ -164,26 +167,47 @@ def build_tables(
 def build_table(
     runs: Sequence[RunResult], columns: Sequence[Column], reference: str | None = None, daily_column: str | None = None
 ) -> ResultTable:
-    """Rows of ``runs`` (one dataset) aggregated over seeds, best cells marked, compared with ``reference``."""
+    """Rows of ``runs`` (one dataset) aggregated over seeds, best cells marked, each compared with its
+    partner (`partners`: the ``reference`` row, or the row a ``{row}`` template names). A template also adds
+    the gain over the partner and its correlation with the clients' heterogeneity (seed 000 Table 9)."""
     groups: dict[str, list[RunResult]] = {}
     for run in runs:
         groups.setdefault(run.row, []).append(run)
-    if reference is not None and reference not in groups:
-        raise ConfigError(f"--reference {reference!r} is not a row; rows: {', '.join(groups)}")
-    order = ([reference] if reference else []) + [name for name in groups if name != reference]
+    pairs = partners(groups, reference) if reference is not None else {}
+    if reference is not None and not pairs:
+        what = "names no row for any row" if ROW_FIELD in reference else "is not a row"
+        raise ConfigError(f"--reference {reference!r} {what}; rows: {', '.join(groups)}")
+    template = reference is not None and ROW_FIELD in reference
+    order = ([reference] if reference and not template else []) + [name for name in groups if name != reference]
     daily = daily_column or default_daily(runs)
     compared = corrected(
-        [compare_daily(groups[n], groups[reference], daily) if reference and n != reference and daily else None
-         for n in order]
-    )  # fmt: skip
+        [compare_daily(groups[n], groups[pairs[n]], daily) if n in pairs and daily else None for n in order]
+    )
+    extras: dict[int, Mapping[str, Any]] = {}
+    if template:
+        assert reference is not None
+        metric = str(runs[0].record.get("primary_metric"))
+        columns = [
+            *columns,
+            Column(f"gain over {reference}", ("paired", "gain"), higher_is_better(metric)),
+            Column("ρ(heterogeneity, gain)", ("paired", "heterogeneity_rho"), None),
+        ]
+        for name, other in pairs.items():
+            theirs = {r.seed: r for r in groups[other]}
+            for run in groups[name]:
+                if run.seed in theirs:
+                    extras[id(run)] = {"paired": paired_gain(run, theirs[run.seed], metric)}
     rows = []
     for name, comparison in zip(order, compared, strict=True):
         group = groups[name]
-        cells = {c.label: aggregate([lookup(r.record, c.path) for r in group]) for c in columns}
+        records = [{**r.record, **extras[id(r)]} if id(r) in extras else r.record for r in group]
+        cells = {c.label: aggregate([lookup(record, c.path) for record in records]) for c in columns}
         rows.append(Row(name, tuple(sorted(r.seed for r in group)), cells, comparison))
     best = {c.label: best_rows(rows, c) for c in columns if c.higher is not None}
     daily_file = runs[0].daily_file
-    return ResultTable(runs[0].dataset, list(columns), rows, best, reference, daily if reference else None, daily_file)
+    return ResultTable(
+        runs[0].dataset, list(columns), rows, best, reference, daily if reference else None, daily_file, pairs
+    )
 
 
 def best_rows(rows: Sequence[Row], column: Column) -> set[str]:

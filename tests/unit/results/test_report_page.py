@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from fedloom.results.compare import client_gains
-from fedloom.results.figures_methods import pareto_front
+from fedloom.results.figures_methods import pareto_figure, pareto_front
 from fedloom.results.load import find_runs
 from fedloom.results.page import route_snapshots, write_report
 from fedloom.runs.llm import run_method
@@ -94,6 +94,30 @@ def test_client_gains_average_over_the_seeds_both_rows_ran(comparison: Path):
     seed0 = next(r for r in rpa if r.seed == 0).record["per_client"]
     base = fedavg[0].record["per_client"]
     assert gains == pytest.approx({c: seed0[c]["test/ic"] - base[c]["test/ic"] for c in base})
+
+
+def test_a_row_template_draws_each_rows_gain_over_its_twin_and_bubbles_by_trained_parameters(comparison: Path):
+    """``--reference '{row}-twin'`` (seed 000 Table 9 / Fig. 4: a row against its own variant) draws the
+    gain of each row over its twin; Fig. 7's markers grow with the parameters a client trains."""
+    from fedloom.results.page import _comparison_plots
+
+    runs = find_runs([comparison])
+    rows = {"rpa": [r for r in runs if r.row == "rpa"], "rpa-twin": [r for r in runs if r.row == "fedavg"]}
+    plots = {p.name: p for p in _comparison_plots(rows, "ic", "{row}-twin")}
+    gain = plots["gain-heterogeneity"].figure
+    assert gain is not None
+    legend = [t.get_text() for t in gain.axes[0].get_legend().get_texts()]
+    assert len(legend) == 1 and legend[0].startswith("rpa − rpa-twin (ρ = ")
+    pareto = plots["pareto"].figure
+    assert pareto is not None
+    labels = [c.get_label() for c in pareto.axes[0].containers]
+    count = rows["rpa"][0].record["trainable_params"]["mean"]
+    assert f"rpa ({count / 1e6:.3g} M trained)" in labels
+    drawn = pareto_figure({"big": (1.0, 0.1, 0.0), "small": (2.0, 0.2, 0.0), "unknown": (3.0, 0.0, 0.0)}, "ic", True,
+                          {"big": 4e6, "small": 1e6})  # fmt: skip
+    sizes = {c.get_label(): c.lines[0].get_markersize() for c in drawn.axes[0].containers}
+    assert sizes["big (4 M trained)"] == pytest.approx(20.0) and sizes["small (1 M trained)"] == pytest.approx(12.0)
+    assert sizes["unknown"] == 5.0  # no count: the plain marker
 
 
 def test_pareto_front_keeps_the_rows_nothing_beats_on_cost_and_quality():

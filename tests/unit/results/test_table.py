@@ -158,6 +158,54 @@ def test_an_unknown_reference_row_names_the_rows(tmp_path: Path):
         build_tables(find_runs([tmp_path]), reference="rpa")
 
 
+def write_paired(folder: Path, seed: int, ic: float, client_ic: list[float], daily: np.ndarray) -> None:
+    """A run whose clients c0..c3 have heterogeneity scores 0.1..0.4 and the given per-client test IC."""
+    write_run(folder, seed, ic, 0.1, daily, clients=len(client_ic))
+    summary = json.loads((folder / "summary.json").read_text())
+    summary["per_client"] = {f"c{i}": {"heterogeneity": 0.1 * (i + 1), "test/ic": v} for i, v in enumerate(client_ic)}
+    (folder / "summary.json").write_text(json.dumps(summary))
+
+
+def test_a_row_template_compares_each_row_with_its_twin_and_adds_the_gain_and_its_heterogeneity_rho(tmp_path: Path):
+    """Seed 000 Table 9: each partition's row against its fixed-route twin — the gain of the headline metric
+    per seed (mean ± std over seeds) and Spearman ρ(heterogeneity, per-client gain); a row with no twin
+    (the twins themselves, here) is not compared."""
+    # Prepare: "a" gains most where clients are most heterogeneous (ρ = 1), "b" the opposite (ρ = −1)
+    for s, (a_ic, fixed_ic) in enumerate([(0.3, 0.1), (0.5, 0.2)]):
+        base = noise(s)
+        write_paired(tmp_path / f"seed{s}" / "a", s, a_ic, [0.1, 0.2, 0.3, 0.4], base + 0.1 + noise(20 + s) / 5)
+        write_paired(tmp_path / f"seed{s}" / "a-fixed", s, fixed_ic, [0.0, 0.0, 0.0, 0.0], base)
+        write_paired(tmp_path / f"seed{s}" / "b", s, 0.2, [0.4, 0.3, 0.2, 0.1], base)
+        write_paired(tmp_path / f"seed{s}" / "b-fixed", s, 0.2, [0.0, 0.0, 0.0, 0.0], base)
+
+    # Execute
+    (table,) = build_tables(find_runs([tmp_path]), reference="{row}-fixed")
+
+    # Assert
+    rows = {r.name: r for r in table.rows}
+    assert [r.name for r in table.rows] == ["a", "a-fixed", "b", "b-fixed"]  # no row is moved to the front
+    assert table.partners == {"a": "a-fixed", "b": "b-fixed"}
+    gain, rho = rows["a"].cells["gain over {row}-fixed"], rows["a"].cells["ρ(heterogeneity, gain)"]
+    assert (gain.mean, gain.std, gain.n) == pytest.approx((0.25, statistics.stdev([0.2, 0.3]), 2))
+    assert (rho.mean, rho.n) == (pytest.approx(1.0), 2)
+    assert rows["b"].cells["ρ(heterogeneity, gain)"].mean == pytest.approx(-1.0)
+    assert rows["b"].cells["gain over {row}-fixed"].mean == pytest.approx(0.0)
+    assert rows["a-fixed"].cells["gain over {row}-fixed"].n == 0 and rows["a-fixed"].comparison is None
+    better, same = rows["a"].comparison, rows["b"].comparison
+    assert better is not None and better.p_value < 0.05 and better.mean_difference == pytest.approx(0.1, abs=0.02)
+    assert same is not None and same.mean_difference == 0
+    assert table.best["gain over {row}-fixed"] == {"a"}
+    frame = pd.read_csv(io.StringIO(to_csv([table])))
+    assert frame.set_index("row").loc["a", "reference"] == "a-fixed"
+    assert "each row against the row its name makes" in to_markdown([table])
+
+
+def test_a_template_that_names_no_row_is_a_config_error(tmp_path: Path):
+    write_run(tmp_path / "rpa", 0, 0.1, 0.1)
+    with pytest.raises(ConfigError, match=r"'\{row\}-nores' names no row for any row; rows: rpa"):
+        build_tables(find_runs([tmp_path]), reference="{row}-nores")
+
+
 def test_lookup_follows_a_path_and_averages_over_a_star():
     record = {"last_round": {"train": {"c0": {"rho": 0.1}, "c1": {"rho": 0.3}}}, "flag": True}
     assert lookup(record, ("last_round", "train", "*", "rho")) == pytest.approx(0.2)

@@ -7,9 +7,10 @@ dependence inside a week is kept. The CI is the percentile interval of the draws
 p-value is the share of centred draws at least as far from zero as the observed mean; the draws' std is
 the difference's standard error, and `minimum_detectable_effect` turns it into what the test could find.
 
-The bootstrap sees the days of one (seed-mean) series, not the seeds: one seed's offset shifts every week
-alike and can pass as significant. `paired_seed_test` asks the seeds' own question — do the per-seed
-mean differences stay away from zero — with a paired t-test over the seeds both methods ran.
+The bootstrap sees the days of one (seed-mean) series, not the seeds or the clients: one seed's offset, or
+one client's, shifts every week alike and can pass as significant. `paired_t_test` asks the units' own
+question — do the per-seed (or per-client) mean differences stay away from zero — with a paired t-test
+over the seeds (clients) both methods ran.
 """
 
 from __future__ import annotations
@@ -65,15 +66,16 @@ def minimum_detectable_effect(std_error: float, alpha: float = 0.05, power: floa
     return float((z(1 - alpha / 2) + z(power)) * std_error)
 
 
-def paired_seed_test(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
-    """Paired t-test over seeds of the per-seed means ``a[i]`` vs ``b[i]`` (the same seed i): mean
-    difference and two-sided p (NaN with fewer than two seeds, or when every seed differs by the same
-    nonzero amount to 1e-9 of it: no spread to test against; 1 when every seed gives the same value)."""
+def paired_t_test(a: Sequence[float], b: Sequence[float]) -> dict[str, float]:
+    """Paired t-test over units — seeds, or clients — of their means ``a[i]`` vs ``b[i]`` (the same unit
+    i): mean difference, two-sided p and the number of pairs ``n`` (p is NaN with fewer than two units, or
+    when every unit differs by the same nonzero amount to 1e-9 of it: no spread to test against; 1 when
+    every unit gives the same value)."""
     from scipy.stats import ttest_rel  # scipy.stats (~0.3 s): only comparisons load it
 
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.shape != y.shape:
-        raise ValueError(f"per-seed values must pair up: {len(x)} vs {len(y)}")
+        raise ValueError(f"per-unit values must pair up: {len(x)} vs {len(y)}")
     d = x - y
     mean = float(d.mean()) if len(d) else math.nan
     if len(d) < 2:
@@ -82,4 +84,4 @@ def paired_seed_test(a: Sequence[float], b: Sequence[float]) -> dict[str, float]
         p = 1.0 if not d.any() else math.nan
     else:
         p = float(ttest_rel(x, y).pvalue)
-    return {"mean_difference": mean, "p_value": p, "seeds": float(len(d))}
+    return {"mean_difference": mean, "p_value": p, "n": float(len(d))}

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from fedloom.metrics.significance import paired_block_bootstrap, paired_seed_test
+from fedloom.metrics.significance import paired_block_bootstrap, paired_t_test
 from fedloom.results.load import RunResult
 from fedloom.runs.report import summary_key
 
@@ -22,8 +22,9 @@ ROW_FIELD = "{row}"  # in a reference: each row against the row its own name mak
 
 @dataclass(frozen=True)
 class Comparison:
-    """Paired block bootstrap of a row's seed-mean daily series against the reference row's, and a paired
-    t-test over the seeds of the per-seed means (``seed_p_value``: NaN with fewer than two seeds)."""
+    """Paired block bootstrap of a row's seed-mean daily series against the reference row's, a paired
+    t-test over the seeds of the per-seed means (``seed_p_value``: NaN with fewer than two seeds) and one
+    over the clients of their seed-mean test metric (``client_p_value`` over ``clients``: `compare_clients`)."""
 
     mean_difference: float
     ci_low: float
@@ -35,6 +36,8 @@ class Comparison:
     q_value: float = math.nan  # Benjamini–Hochberg over the rows compared in one table (`corrected`)
     holm_p: float = math.nan  # Holm's step-down adjusted p over the same rows
     mde: float = math.nan  # minimum detectable effect at 80 % power, two-sided 5 %, from the bootstrap's SE
+    client_p_value: float = math.nan
+    clients: int = 0
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:
@@ -81,11 +84,20 @@ def compare_daily(rows: Sequence[RunResult], reference: Sequence[RunResult], col
     if t["weeks"] < 2:  # one block: every draw is the observed mean, no spread to test against
         return None
     pairs = [pd.concat([mine[s], theirs[s]], axis=1).dropna() for s in seeds]  # each seed on its common days
-    by_seed = paired_seed_test([p.iloc[:, 0].mean() for p in pairs], [p.iloc[:, 1].mean() for p in pairs])
+    by_seed = paired_t_test([p.iloc[:, 0].mean() for p in pairs], [p.iloc[:, 1].mean() for p in pairs])
     return Comparison(
         t["mean_difference"], t["ci_low"], t["ci_high"], t["p_value"], int(t["days"]), len(seeds), by_seed["p_value"],
         mde=t["mde"],
     )  # fmt: skip
+
+
+def compare_clients(rows: Sequence[RunResult], reference: Sequence[RunResult], metric: str) -> dict[str, float]:
+    """Paired t-test over clients of each client's test ``metric`` (summary.json ``per_client``), seed mean
+    over the seeds both rows ran (`client_gains`): does the difference hold across the data owners, or does
+    one client carry it? The pooled days cannot say — one client's offset moves every week alike. Returns
+    ``mean_difference``, ``p_value`` and the number of clients ``n``."""
+    gains = [g for g in client_gains(rows, reference, f"test/{metric}").values() if math.isfinite(g)]
+    return paired_t_test(gains, [0.0] * len(gains))
 
 
 def _by_seed(runs: Sequence[RunResult], column: str) -> dict[int, pd.Series]:
@@ -166,6 +178,12 @@ def gain_correlation(heterogeneity: Sequence[float], gains: Sequence[float]) -> 
 
 
 UNIVERSE_WIDE = {"rank_ic": "rank_ic_pooled"}  # ranking: Qlib's daily RankIC of the whole universe (issue 43)
+
+
+def client_metric(column: str) -> str:
+    """The per-client test metric behind a daily column: the universe-wide series' client counterpart
+    (``rank_ic_pooled`` → ``rank_ic``), else the column itself (``mse``, ``accuracy``)."""
+    return column.removesuffix("_pooled")
 
 
 def daily_column(runs: Sequence[RunResult]) -> str | None:

@@ -31,8 +31,8 @@ def format_cell(cell: Cell, decimals: int) -> str:
 
 
 def format_comparison(c: Comparison | None) -> str:
-    """``+0.013 [-0.067, +0.095] p 0.740 q 0.810; seeds p 0.810``, with ``*`` when the Benjamini–Hochberg q
-    (the bootstrap's p where no family correction was made) is below ALPHA."""
+    """``+0.013 [-0.067, +0.095] p 0.740 q 0.810; seeds p 0.810; clients p 0.420``, with ``*`` when the
+    Benjamini–Hochberg q (the bootstrap's p where no family correction was made) is below ALPHA."""
     if c is None:
         return "–"
     span = max(abs(c.ci_low), abs(c.ci_high))  # 0 when both rows give the same daily series
@@ -42,7 +42,8 @@ def format_comparison(c: Comparison | None) -> str:
     q = f" q {format_p(c.q_value)}" if math.isfinite(c.q_value) else ""
     ci = f"[{c.ci_low:+.{digits}f}, {c.ci_high:+.{digits}f}]"
     text = f"{c.mean_difference:+.{digits}f} {ci} p {format_p(c.p_value)}{q}{mark}"
-    return text + (f"; seeds p {format_p(c.seed_p_value)}" if math.isfinite(c.seed_p_value) else "")
+    text += f"; seeds p {format_p(c.seed_p_value)}" if math.isfinite(c.seed_p_value) else ""
+    return text + (f"; clients p {format_p(c.client_p_value)}" if math.isfinite(c.client_p_value) else "")
 
 
 def format_p(p: float) -> str:
@@ -89,7 +90,9 @@ def notes(table: ResultTable) -> list[str]:
             f"against `{table.reference}`, 95 % CI and p-value of a paired block bootstrap over trading weeks; "
             f"q: Benjamini–Hochberg over the {table.compared} rows compared in this table (Holm's adjusted p in "
             f"the CSV); `seeds p`: paired t-test over the seeds of the per-seed means (a `*` beside a large "
-            f"seeds p: the seeds disagree, e.g. one seed carries the difference); "
+            f"seeds p: the seeds disagree, e.g. one seed carries the difference); `clients p`: paired t-test over "
+            f"the clients of each client's test `{table.metric}` (seed mean; how many clients: the CSV) — a `*` "
+            f"beside a large clients p: a few clients carry the difference; "
             f"* q < {ALPHA}. A CI that contains 0 means the difference is inside the noise."
         )
         if ROW_FIELD in table.reference:
@@ -156,6 +159,8 @@ def to_frame(tables: Sequence[ResultTable]) -> pd.DataFrame:
                     "holm_p": row.comparison.holm_p,
                     "mde": row.comparison.mde,
                     "seed_p_value": row.comparison.seed_p_value,
+                    "client_p_value": row.comparison.client_p_value,
+                    "clients": row.comparison.clients,
                 }
             records.append(record)
     return pd.DataFrame.from_records(records)

@@ -16,14 +16,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from fedloom.errors import ConfigError
 from fedloom.metrics.federated import higher_is_better
-from fedloom.results.compare import ROW_FIELD, Comparison, compare_daily, corrected, paired_gain, partners
+from fedloom.results.compare import (
+    ROW_FIELD,
+    Comparison,
+    client_metric,
+    compare_clients,
+    compare_daily,
+    corrected,
+    paired_gain,
+    partners,
+)
 from fedloom.results.compare import daily_column as default_daily
 from fedloom.results.load import DAILY_FILES, RunResult
 from fedloom.runs.report import LABELS, metric_names, summary_key
@@ -76,6 +85,7 @@ class ResultTable:
     daily_column: str | None = None
     daily_file: str = DAILY_FILES[False]
     partners: dict[str, str] = field(default_factory=dict)  # row -> the row it was compared with
+    metric: str = ""  # the per-client test metric of the clients' paired test (the daily column's)
 
     @property
     def compared(self) -> int:
@@ -180,13 +190,18 @@ def build_table(
     template = reference is not None and ROW_FIELD in reference
     order = ([reference] if reference and not template else []) + [name for name in groups if name != reference]
     daily = daily_column or default_daily(runs)
+    metric = str(runs[0].record.get("primary_metric"))
     compared = corrected(
         [compare_daily(groups[n], groups[pairs[n]], daily) if n in pairs and daily else None for n in order]
     )
+    tested = client_metric(daily) if daily else metric
+    for i, (name, c) in enumerate(zip(order, compared, strict=True)):
+        if c is not None:  # beside the days: the clients (a difference one data owner carries shows here)
+            t = compare_clients(groups[name], groups[pairs[name]], tested)
+            compared[i] = replace(c, client_p_value=t["p_value"], clients=int(t["n"]))
     extras: dict[int, Mapping[str, Any]] = {}
     if template:
         assert reference is not None
-        metric = str(runs[0].record.get("primary_metric"))
         columns = [
             *columns,
             Column(f"gain over {reference}", ("paired", "gain"), higher_is_better(metric)),
@@ -206,7 +221,7 @@ def build_table(
     best = {c.label: best_rows(rows, c) for c in columns if c.higher is not None}
     daily_file = runs[0].daily_file
     return ResultTable(
-        runs[0].dataset, list(columns), rows, best, reference, daily if reference else None, daily_file, pairs
+        runs[0].dataset, list(columns), rows, best, reference, daily if reference else None, daily_file, pairs, tested
     )
 
 

@@ -13,7 +13,7 @@ from scipy import stats
 from fedloom.metrics.significance import (
     minimum_detectable_effect,
     paired_block_bootstrap,
-    paired_seed_test,
+    paired_t_test,
     week_blocks,
 )
 
@@ -69,18 +69,18 @@ def test_the_seed_test_is_the_paired_t_test(pairs):
     a, b = (np.array(side) for side in zip(*pairs, strict=True))
     d = a - b
     assume(np.ptp(d) > 1e-6 * max(1.0, np.abs(d).max()))  # a spread scipy's t-statistic can resolve
-    got = paired_seed_test(a, b)
+    got = paired_t_test(a, b)
     t = d.mean() / (d.std(ddof=1) / np.sqrt(len(d)))  # the paired t statistic, n - 1 degrees of freedom
     assert got["p_value"] == pytest.approx(2 * stats.t.sf(abs(t), len(d) - 1), rel=1e-6, abs=1e-12)
-    assert got["mean_difference"] == pytest.approx(d.mean()) and got["seeds"] == len(a)
+    assert got["mean_difference"] == pytest.approx(d.mean()) and got["n"] == len(a)
 
 
 def test_the_seed_test_without_spread_or_seeds_says_so():
-    assert paired_seed_test([0.1, 0.2, 0.3], [0.1, 0.2, 0.3])["p_value"] == 1.0  # identical per seed
-    assert np.isnan(paired_seed_test([0.5, 0.75], [0.25, 0.5])["p_value"])  # the same offset on every seed
-    assert np.isnan(paired_seed_test([0.2], [0.1])["p_value"])  # one seed
+    assert paired_t_test([0.1, 0.2, 0.3], [0.1, 0.2, 0.3])["p_value"] == 1.0  # identical per seed
+    assert np.isnan(paired_t_test([0.5, 0.75], [0.25, 0.5])["p_value"])  # the same offset on every seed
+    assert np.isnan(paired_t_test([0.2], [0.1])["p_value"])  # one seed
     with pytest.raises(ValueError, match="pair up: 2 vs 3"):
-        paired_seed_test([0.1, 0.2], [0.1, 0.2, 0.3])
+        paired_t_test([0.1, 0.2], [0.1, 0.2, 0.3])
 
 
 def test_the_minimum_detectable_effect_is_found_about_80_percent_of_the_time():

@@ -200,6 +200,30 @@ def test_a_row_template_compares_each_row_with_its_twin_and_adds_the_gain_and_it
     assert "each row against the row its name makes" in to_markdown([table])
 
 
+def test_the_clients_test_tells_one_clients_gain_from_a_gain_on_every_client(tmp_path: Path):
+    """Beside the week bootstrap, a paired t-test over clients of their seed-mean test metric: a gain one
+    client carries has a large clients p, a gain on every client a small one (= scipy's one-sample t-test
+    of the per-client differences)."""
+    from scipy.stats import ttest_1samp
+
+    one, every = [0.8, 0.0, 0.0, 0.0], [0.21, 0.19, 0.22, 0.18]
+    for s in (0, 1):
+        write_paired(tmp_path / f"seed{s}" / "ref", s, 0.0, [0.0, 0.0, 0.0, 0.0], noise(s))
+        write_paired(tmp_path / f"seed{s}" / "one", s, 0.2, one, noise(s) + 0.2 + noise(30 + s) / 5)
+        write_paired(tmp_path / f"seed{s}" / "every", s, 0.2, every, noise(s) + 0.2 + noise(40 + s) / 5)
+
+    (table,) = build_tables(find_runs([tmp_path]), reference="ref")
+
+    rows = {r.name: r.comparison for r in table.rows}
+    assert rows["one"] is not None and rows["every"] is not None
+    assert rows["one"].p_value < 0.05 and rows["every"].p_value < 0.05  # the days cannot tell them apart
+    assert rows["one"].clients == 4 and rows["one"].client_p_value == pytest.approx(ttest_1samp(one, 0).pvalue)
+    assert rows["one"].client_p_value > 0.3 and rows["every"].client_p_value < 0.001
+    line = next(x for x in to_markdown([table]).splitlines() if x.startswith("| one |"))
+    assert line.endswith(f"; clients p {format_p(rows['one'].client_p_value)} |")
+    assert pd.read_csv(io.StringIO(to_csv([table]))).set_index("row").loc["every", "clients"] == 4
+
+
 def test_a_template_that_names_no_row_is_a_config_error(tmp_path: Path):
     write_run(tmp_path / "rpa", 0, 0.1, 0.1)
     with pytest.raises(ConfigError, match=r"'\{row\}-nores' names no row for any row; rows: rpa"):

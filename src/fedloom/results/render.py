@@ -82,6 +82,13 @@ def notes(table: ResultTable) -> list[str]:
         "(at its displayed precision). Test metrics at the round chosen on validation; "
         "`final`: the models after the last round. KB per participating client and round (eq. 28).",
     ]
+    if table.selection is not None:
+        e = table.selection
+        lines.append(
+            f"Round selection: the round chosen on validation beat the last round's models on test `{table.metric}` "
+            f"in {e.helped} of {e.runs} runs, lost in {e.hurt}, was the last round in {e.same}; mean gain "
+            f"{e.mean_gain:+.3g} (positive: the choice helped)."
+        )
     if table.reference is not None and table.daily_column is not None:
         final = table.daily_file == DAILY_FILES[True]
         source = "the models after the last round" if final else "the round chosen on validation"

@@ -74,6 +74,22 @@ class Row:
 
 
 @dataclass(frozen=True)
+class SelectionEffect:
+    """What choosing the round on validation did on test, against the last round's models (issue 43), over
+    a table's runs that trained several rounds: how many runs it helped, hurt, or left the same (the
+    chosen round is the last), and the mean gain, signed so that positive is better."""
+
+    helped: int
+    hurt: int
+    same: int
+    mean_gain: float
+
+    @property
+    def runs(self) -> int:
+        return self.helped + self.hurt + self.same
+
+
+@dataclass(frozen=True)
 class ResultTable:
     """The rows of one dataset, their columns and, per column, the rows holding the best mean."""
 
@@ -86,6 +102,7 @@ class ResultTable:
     daily_file: str = DAILY_FILES[False]
     partners: dict[str, str] = field(default_factory=dict)  # row -> the row it was compared with
     metric: str = ""  # the per-client test metric of the clients' paired test (the daily column's)
+    selection: SelectionEffect | None = None  # of ``metric``
 
     @property
     def compared(self) -> int:
@@ -221,8 +238,32 @@ def build_table(
     best = {c.label: best_rows(rows, c) for c in columns if c.higher is not None}
     daily_file = runs[0].daily_file
     return ResultTable(
-        runs[0].dataset, list(columns), rows, best, reference, daily if reference else None, daily_file, pairs, tested
+        runs[0].dataset,
+        list(columns),
+        rows,
+        best,
+        reference,
+        daily if reference else None,
+        daily_file,
+        pairs,
+        tested,
+        selection_effect(runs, tested),
     )
+
+
+def selection_effect(runs: Sequence[RunResult], metric: str) -> SelectionEffect | None:
+    """`SelectionEffect` of test ``metric`` (summary.json ``metrics`` at the chosen round vs ``final_metrics``);
+    None where no run trained more than one round (a one-pass reference has nothing to choose)."""
+    key, sign = summary_key(metric), 1.0 if higher_is_better(metric) else -1.0
+    gains = []
+    for run in runs:
+        chosen, final = run.record.get("metrics", {}).get(key), run.record.get("final_metrics", {}).get(key)
+        if run.record.get("rounds", 1) > 1 and chosen is not None and final is not None:
+            gains.append(sign * (float(chosen) - float(final)))
+    if not gains:
+        return None
+    g = np.asarray(gains)
+    return SelectionEffect(int((g > 0).sum()), int((g < 0).sum()), int((g == 0).sum()), float(g.mean()))
 
 
 def best_rows(rows: Sequence[Row], column: Column) -> set[str]:

@@ -224,6 +224,28 @@ def test_the_clients_test_tells_one_clients_gain_from_a_gain_on_every_client(tmp
     assert pd.read_csv(io.StringIO(to_csv([table]))).set_index("row").loc["every", "clients"] == 4
 
 
+def test_the_notes_say_how_often_the_chosen_round_helped_on_test(tmp_path: Path):
+    """Issue 43: the round chosen on validation against the last round's models, on test, over the runs."""
+    for s, final in enumerate([0.05, 0.3, 0.1, None]):  # chosen IC 0.1 each: helped, hurt, same (twice)
+        run = write_run(tmp_path / f"seed{s}" / "a", s, 0.1, 0.1)
+        if final is not None:
+            summary = json.loads((run / "summary.json").read_text())
+            summary["final_metrics"] = {**summary["metrics"], "personal/test/ic/macro": final}
+            (run / "summary.json").write_text(json.dumps(summary))
+    one_pass = write_run(tmp_path / "seed9" / "probe", 9, 0.5, 0.1)  # a reference fitted once: no choice
+    summary = json.loads((one_pass / "summary.json").read_text())
+    (one_pass / "summary.json").write_text(json.dumps({**summary, "rounds": 1, "final_metrics": {}}))
+
+    (table,) = build_tables(find_runs([tmp_path]))
+
+    assert table.selection is not None
+    assert (table.selection.helped, table.selection.hurt, table.selection.same) == (1, 1, 2)
+    assert table.selection.mean_gain == pytest.approx((0.05 - 0.2 + 0 + 0) / 4)
+    assert "beat the last round's models on test `ic` in 1 of 4 runs, lost in 1, was the last round in 2" in (
+        to_markdown([table])
+    )
+
+
 def test_a_template_that_names_no_row_is_a_config_error(tmp_path: Path):
     write_run(tmp_path / "rpa", 0, 0.1, 0.1)
     with pytest.raises(ConfigError, match=r"'\{row\}-nores' names no row for any row; rows: rpa"):

@@ -199,3 +199,16 @@ def test_clipped_runs_do_not_depend_on_the_hash_seed(tmp_path):
         summaries.append(json.loads((out / "summary.json").read_text()))
     assert summaries[0]["metrics"] == summaries[1]["metrics"]
     assert summaries[0]["final_metrics"] == summaries[1]["final_metrics"]
+
+
+def test_params_prints_the_ranks_that_match_a_budget_as_a_suites_per_method_block():
+    """`fedloom params` as a user runs it (seed 000 Table 2): counts per rank, the matched rank, and the
+    `per_method` lines to paste into a suite; a typo in a method fails before anything loads."""
+    base = [sys.executable, "-m", "fedloom.cli", "params", "--match", "fedavg", "--ranks", "2,8",
+            "--set", "backbone=tiny-random-llama", "--set", "dataset=synthetic", *SMALL]  # fmt: skip
+    proc = subprocess.run([*base, "--methods", "ditto,ffa-lora"], capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "per_method:" in proc.stdout and "  ditto: [adapter.rank=2]" in proc.stdout
+    assert "ffa-lora: [adapter.rank=8]" in proc.stdout and "cannot come within 10%" in proc.stderr
+    bad = subprocess.run([*base, "--methods", "fedavgg"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode != 0 and "fedavgg" in bad.stderr and "Traceback" not in bad.stderr

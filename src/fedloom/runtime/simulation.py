@@ -30,6 +30,7 @@ from fedloom.runtime.secure import clipped, weighted_mean
 from fedloom.seeding import derive_seed, generator
 from fedloom.tasks.intercept import FederationMean, MeanSums
 from fedloom.tasks.learner import Learner, OptimizerMemory
+from fedloom.tasks.trained import TrainedTensors
 
 
 class InProcessClients:
@@ -142,14 +143,14 @@ def client_round(
     torch.manual_seed(derive_seed(seed, "torch", rnd, cid))  # dropout masks
     own, memory = split_memory(state)
     learner.memory = OptimizerMemory(memory) if learner.keeps_optimizer else None
-    learner.trained = {}
+    learner.trained = TrainedTensors()
     try:
         update = algorithm.local_update(download, own, LocalContext(learner, rnd, generator(seed, "local", rnd, cid)))
     finally:
         kept, learner.memory = learner.memory, None
         trained, learner.trained = learner.trained, None
-    if trained:  # what this client's optimizers (and closed-form heads) updated: seed 000 Table 2's count
-        update = replace(update, metrics={**update.metrics, TRAINABLE_PARAMS: float(sum(trained.values()))})
+    if trained is not None and trained.total:  # what this client's fits updated: seed 000 Table 2's count
+        update = replace(update, metrics={**update.metrics, TRAINABLE_PARAMS: float(trained.total)})
     return update if kept is None else replace(update, state=with_memory(update.state, kept.tensors))
 
 

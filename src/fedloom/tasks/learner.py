@@ -30,6 +30,7 @@ from fedloom.tasks.registry import Task
 from fedloom.tasks.regression import HEAD_BIAS, HEAD_WEIGHT, RegressionTask
 from fedloom.tasks.ridge import ridge, ridge_path
 from fedloom.tasks.side_channel import SideChannel
+from fedloom.tasks.trained import TrainedTensors
 
 HEAD_PREFIX = "head."
 Regularizer = Callable[[Mapping[str, Tensor]], Tensor]
@@ -168,7 +169,7 @@ class Learner:
         self._alpha: float | None = None
         self.federation_mean: FederationMean | None = None
         self.memory: OptimizerMemory | None = None
-        self.trained: dict[str, int] | None = None  # while set: every tensor `fit` trains → its element count
+        self.trained: TrainedTensors | None = None  # while set (a client's round): what its fits train
         self._standardizer: tuple[Tensor, Tensor] | None = None
 
     @property
@@ -361,8 +362,9 @@ class Learner:
         unknown = trainable - params.keys()
         if unknown:
             raise ConfigError(f"client {self.client_id}: cannot train unknown tensors {sorted(unknown)[:3]}")
+        given = params
         if self.trained is not None:
-            self.trained.update({k: params[k].numel() for k in trainable})
+            self.trained.record(params, trainable)
         refit = self.head_update == "ridge" and HEAD_WEIGHT in trainable and not isinstance(self.task, GenerationTask)
         if refit:  # the linear head is solved, before the steps (for their gradients) and after (for the model)
             params = {**params, **self.refit_head(params, mixture)}
@@ -406,6 +408,8 @@ class Learner:
         out = {k: v.detach() for k, v in live.items()}
         if refit:
             out |= self.refit_head(out, mixture)
+        if self.trained is not None:
+            self.trained.follow(given, out)
         return FitResult(out, float(np.mean(losses)) if losses else float("nan"), len(batches), sum(map(len, batches)))
 
     def gradient(self, params: Mapping[str, Tensor], keys: Sequence[str], rows: np.ndarray) -> dict[str, Tensor]:

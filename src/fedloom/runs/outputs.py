@@ -61,6 +61,9 @@ def prediction_outputs(
                     f"{universe}-name universe (it buys the basket): no portfolio, no excess return")  # fmt: skip
         return out
     report = portfolio_report(predictions, market, *held)
+    if len(report) < 2:  # one test date (e.g. `fedloom params`' probe): no return series to annualize
+        log.warning(f"the portfolio traded {len(report)} day(s): no excess return or risk is reported")
+        return out | {"portfolio_daily": report}
     return out | {"portfolio_daily": report, "portfolio": portfolio_metrics(report)}
 
 

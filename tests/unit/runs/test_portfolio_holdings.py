@@ -66,3 +66,10 @@ def test_a_portfolio_that_would_buy_the_basket_is_not_reported(monkeypatch, topk
     assert "regimes" in out and "daily" in out  # the rest of the test outputs stay
     if traded:
         assert out["portfolio"]["trade_days"] > 0
+
+
+def test_a_portfolio_of_one_test_day_reports_its_trades_and_no_risk(monkeypatch):
+    """One test date (`fedloom params`' probe, a smoke run): no return series to annualize, no crash."""
+    monkeypatch.setattr(outputs, "dataset_market", lambda name, data: _market(20, 1))
+    out = outputs.prediction_outputs(small_config(), "ranking", _predictions(20, 1), TRAIN_DATES)
+    assert "portfolio" not in out and len(out["portfolio_daily"]) == 1 and "daily" in out

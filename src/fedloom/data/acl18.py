@@ -12,7 +12,8 @@ One sample per (ticker, target trading day t) inside StockNet's split (by t: tra
 * a sample needs price history before t - (lag_days - 1) days beyond the first row (StockNet's
   window check); with the defaults this gives exactly the paper's 26,614 movement samples.
 * covariates: the 11 Adv-ALSTM features of day p in percent (GLT's ``features.csv``, recomputed
-  from ``prices.csv``; windows shorter than their length at the start of a history use what exists).
+  from ``prices.csv``; windows shorter than their length at the start of a history use what exists);
+  with ``feature_window`` T > 1, those of the T days up to p (``c_open_4 … c_open_0``, …).
 * text: tweets of the ``lag_days`` trading days up to p. Each tweet counts from its ``created_at``
   (UTC) against the 16:00 New York close, so the ~7 % filed under the next day and the 37 tweets of
   2014-11-09/10 filed under 2014-11-14 land where they were posted; ``tweet_time: file_date`` uses
@@ -34,6 +35,7 @@ from fedloom.data.posts import assign_rows, session_days, utc_to_market, window_
 from fedloom.data.reading import read_csv, read_jsonl, refuse_duplicates
 from fedloom.data.schema import SampleTable
 from fedloom.data.splits import SplitDates
+from fedloom.data.windows import lagged_features
 from fedloom.errors import DataError
 
 FILES = ("prices.csv", "tweets.jsonl", "sectors.csv")
@@ -57,6 +59,13 @@ class Acl18Config(BaseModel):
         "created_at", description="place tweets by timestamp vs the 16:00 ET close, or by StockNet's file day"
     )
     split_dates: SplitDates = Field(STOCKNET_SPLIT, description="standard split by target day")
+    feature_window: int = Field(
+        1,
+        ge=1,
+        le=60,
+        description="days of the 11 price features per sample, oldest first (1: day p only; "
+        "Adv-ALSTM: 5-20); the sequence references (lstm, transformer, ...) read them as a [T, 11] series",
+    )
 
 
 PRICE_COLUMNS = ("open", "high", "low", "close", "adj_close", "volume")
@@ -102,10 +111,12 @@ def build_acl18(prices: pd.DataFrame, tweets: pd.DataFrame, sectors: pd.DataFram
     mv = (rows["adj_close"] / g["adj_close"].shift(1) - 1).round(6)
     second_day = g["date"].transform(lambda d: d.iloc[1] if len(d) > 1 else pd.NaT)
 
-    prev = g[["date", *GLT_FEATURES]].shift(1)
-    samples = pd.DataFrame({"instrument": rows["instrument"], "date": prev["date"], "target_date": rows["date"]})
+    prev = g["date"].shift(1)
+    samples = pd.DataFrame({"instrument": rows["instrument"], "date": prev, "target_date": rows["date"]})
     samples["row"] = rows["row"] - 1
-    samples[list(GLT_FEATURES)] = prev[list(GLT_FEATURES)]
+    window = lagged_features(rows, GLT_FEATURES, cfg.feature_window)
+    features = list(window.columns)
+    samples[features] = window
     samples["return"] = mv
     samples["split"] = cfg.split_dates.label(samples["target_date"])
     window_ok = second_day < samples["target_date"] - pd.Timedelta(days=cfg.lag_days - 1)
@@ -131,7 +142,7 @@ def build_acl18(prices: pd.DataFrame, tweets: pd.DataFrame, sectors: pd.DataFram
     samples["target"] = (
         (samples["return"] >= RISE_FROM).astype(np.int64) if cfg.target == "movement" else samples["return"]
     )
-    columns = ["date", "target_date", "instrument", "group", "text", *GLT_FEATURES, "return", "target", "split"]
+    columns = ["date", "target_date", "instrument", "group", "text", *features, "return", "target", "split"]
     movement = cfg.target == "movement"
     silent = int((samples["text"].str.strip() == "").sum())
     notes = (
@@ -142,7 +153,7 @@ def build_acl18(prices: pd.DataFrame, tweets: pd.DataFrame, sectors: pd.DataFram
     )
     return SampleTable(
         samples[columns],
-        GLT_FEATURES,
+        tuple(features),
         "acl18",
         task_kind="classification" if movement else "regression",
         num_classes=2 if movement else None,

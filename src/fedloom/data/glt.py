@@ -27,6 +27,7 @@ from fedloom.data.posts import assign_rows, window_texts
 from fedloom.data.reading import read_csv, read_jsonl, refuse_duplicates
 from fedloom.data.schema import Partition, SampleTable
 from fedloom.data.splits import SplitDates
+from fedloom.data.windows import lagged_features
 from fedloom.errors import DataError
 
 GLT_FEATURES = (
@@ -58,6 +59,13 @@ class GltConfig(BaseModel):
     target: Literal["movement", "return"] = Field("movement", description="class 0/1, or the t-1→t return")
     lag_days: int = Field(5, ge=1, description="trading days of posts before the target day")
     max_tweets_per_day: int = Field(30, ge=1, description="latest posts kept per ticker-day (StockNet's cap)")
+    feature_window: int = Field(
+        1,
+        ge=1,
+        le=60,
+        description="days of the 11 price features per sample, oldest first (1: day p only; "
+        "Adv-ALSTM: 5-20); the sequence references (lstm, transformer, ...) read them as a [T, 11] series",
+    )
 
 
 def load_glt(data_dir: Path | str | None, cfg: GltConfig, name: str = "bigdata22") -> SampleTable:
@@ -94,11 +102,13 @@ def build_glt(
         row = int(np.flatnonzero(bad)[0])
         raise DataError(f"{source}: column 'label' must be -1, 0 or 1; row {row} has {rows['label'].iloc[row]}")
 
-    prev = rows.groupby("instrument")[["date", *GLT_FEATURES]].shift(1)
+    prev = rows.groupby("instrument")["date"].shift(1)
     samples = pd.DataFrame(
-        {"instrument": rows["instrument"], "date": prev["date"], "target_date": rows["date"], "row": rows["row"] - 1}
+        {"instrument": rows["instrument"], "date": prev, "target_date": rows["date"], "row": rows["row"] - 1}
     )
-    samples[list(GLT_FEATURES)] = prev[list(GLT_FEATURES)]
+    window = lagged_features(rows, GLT_FEATURES, cfg.feature_window)
+    features = list(window.columns)
+    samples[features] = window
     samples["return"] = rows["n_adj_close"] / 100.0
     samples["label"] = rows["label"]
     samples["split"] = cfg.split_dates.label(samples["target_date"])
@@ -114,10 +124,10 @@ def build_glt(
     samples["text"] = window_texts(posts, samples, cfg.lag_days, cfg.max_tweets_per_day, dedupe=True)
     samples["group"], partition = _groups(samples["instrument"], sectors, source)
     samples["target"] = (samples["label"] > 0).astype(np.int64) if cfg.target == "movement" else samples["return"]
-    columns = ["date", "target_date", "instrument", "group", "text", *GLT_FEATURES, "return", "target", "split"]
+    columns = ["date", "target_date", "instrument", "group", "text", *features, "return", "target", "split"]
     return SampleTable(
         samples[columns],
-        GLT_FEATURES,
+        tuple(features),
         name,
         task_kind="classification" if cfg.target == "movement" else "regression",
         num_classes=2 if cfg.target == "movement" else None,

@@ -25,7 +25,7 @@ from fedloom.references.config import (
 )
 from fedloom.references.neural import NeuralReference, Schedule, seeded
 
-LAGGED = re.compile(r"^([A-Za-z_]+?)(\d+)$")
+LAGGED = re.compile(r"^(.*\D)(\d+)$")  # FIELD and its lag: CLOSE59 (Alpha360), adj_sum_5_4 (`feature_window`)
 
 
 def sequence_layout(names: Sequence[str]) -> tuple[int, int]:
@@ -34,7 +34,8 @@ def sequence_layout(names: Sequence[str]) -> tuple[int, int]:
     if not names or not all(parsed):
         raise ConfigError(
             "sequence references read lagged features (FIELD59 … FIELD0, as Alpha360); this table's features "
-            f"start {list(names[:3])}: use data.qlib_cn.features=alpha360"
+            f"start {list(names[:3])}: use data.qlib_cn.features=alpha360, or data.acl18.feature_window (or "
+            "data.bigdata22.feature_window) > 1 for the price features' last days"
         )
     fields = list(dict.fromkeys(m.group(1) for m in parsed if m))
     steps = len(names) // len(fields)

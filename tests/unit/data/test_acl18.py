@@ -117,3 +117,31 @@ def test_return_target_keeps_every_day(raw):
     table = build_acl18(*raw, Acl18Config(target="return"))
     assert table.task_kind == "regression" and len(table) > 30_000
     np.testing.assert_allclose(table.frame["target"], table.frame["return"])
+
+
+def test_a_feature_window_lays_out_the_last_days_oldest_first_for_the_sequence_references(raw, table):
+    """``feature_window: 5``: the 11 features of the 5 days up to p, field by field, lags descending (what the
+    LSTM / Transformer references read as [T = 5, F = 11]); day p's own columns equal the plain table's, and
+    lag 1 of a sample is lag 0 of the same ticker's sample a row earlier."""
+    from fedloom.references.sequence import sequence_layout
+
+    windowed = build_acl18(*raw, Acl18Config(feature_window=5))
+    names = list(windowed.covariates)
+    assert len(names) == 55 and names[:5] == [f"c_open_{k}" for k in (4, 3, 2, 1, 0)]
+    assert sequence_layout(names) == (11, 5)
+    w, plain = windowed.frame, table.frame
+    assert (
+        len(w) == len(plain)
+        and (w[["instrument", "date"]].to_numpy() == plain[["instrument", "date"]].to_numpy()).all()
+    )
+    for f in GLT_FEATURES:
+        np.testing.assert_array_equal(w[f"{f}_0"].to_numpy(), plain[f].to_numpy())
+    prices = raw[0].sort_values(["ticker", "date"])
+    aapl = prices[prices["ticker"] == "AAPL"].reset_index(drop=True)
+    position = {d: i for i, d in enumerate(aapl["date"])}
+    samples = w[w["instrument"] == "AAPL"]
+    row = samples[samples["date"].map(position) >= 40].iloc[0]  # a sample deep enough into the history
+    p = position[row["date"]]
+    expected = 100 * (aapl["close"] / aapl["close"].shift(1) - 1)  # n_close, 100 (close_t / close_t-1 - 1)
+    got = [row[f"n_close_{k}"] for k in (4, 3, 2, 1, 0)]
+    np.testing.assert_allclose(got, expected.iloc[p - 4 : p + 1].to_numpy(), rtol=1e-9)

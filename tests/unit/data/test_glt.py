@@ -111,6 +111,13 @@ def test_any_folder_in_the_format_loads(tmp_path):
     assert f.loc[("XX", pd.Timestamp(dates[3])), "text"] == "xx up"  # posted on p = dates[2]
     assert f.loc[("XX", pd.Timestamp(dates[5])), "text"] == ""  # outside the 2-day window
     assert f.loc[("XX", pd.Timestamp(dates[3])), "n_adj_close"] == -0.8  # features of the previous row
+    windowed = load_glt(tmp_path, cfg.model_copy(update={"feature_window": 3}), name="mymarket")
+    w = windowed.frame.set_index(["instrument", "target_date"])
+    assert len(windowed.covariates) == 33 and len(windowed) == 11
+    assert w.loc[("XX", pd.Timestamp(dates[5])), ["n_adj_close_2", "n_adj_close_1", "n_adj_close_0"]].tolist() == [
+        -0.8, 0.6, 0.0
+    ]  # the 3 rows up to p = dates[4], oldest first  # fmt: skip
+    assert w.loc[("XX", pd.Timestamp(dates[1])), "n_adj_close_2"] == 0.0  # before the history: no move
 
 
 def test_bad_label_names_file_and_row(tmp_path):

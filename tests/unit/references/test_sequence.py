@@ -54,3 +54,12 @@ def test_positional_encoding_is_the_sinusoid() -> None:
     assert table[pos, 4].item() == pytest.approx(math.sin(angle), abs=1e-6)
     assert table[pos, 5].item() == pytest.approx(math.cos(angle), abs=1e-6)
     assert np.allclose(table[0].numpy(), [0, 1] * 3)
+
+
+def test_a_price_feature_window_is_a_grid_and_the_plain_features_say_how_to_get_one() -> None:
+    from fedloom.data.glt import GLT_FEATURES
+    from fedloom.data.windows import window_names
+
+    assert sequence_layout(window_names(GLT_FEATURES, 3)) == (11, 3)  # adj_sum_5_2: field adj_sum_5, lag 2
+    with pytest.raises(ConfigError, match="feature_window"):
+        sequence_layout(list(GLT_FEATURES))

@@ -201,10 +201,10 @@ def build_table(
     for run in runs:
         groups.setdefault(run.row, []).append(run)
     pairs = partners(groups, reference) if reference is not None else {}
-    if reference is not None and not pairs:
-        what = "names no row for any row" if ROW_FIELD in reference else "is not a row"
-        raise ConfigError(f"--reference {reference!r} {what}; rows: {', '.join(groups)}")
     template = reference is not None and ROW_FIELD in reference
+    if reference is not None and (not pairs if template else reference not in groups):
+        what = "names no row for any row" if template else "is not a row"
+        raise ConfigError(f"--reference {reference!r} {what}; rows: {', '.join(groups)}")
     order = ([reference] if reference and not template else []) + [name for name in groups if name != reference]
     daily = daily_column or default_daily(runs)
     metric = str(runs[0].record.get("primary_metric"))

@@ -156,6 +156,8 @@ def test_an_unknown_reference_row_names_the_rows(tmp_path: Path):
     write_run(tmp_path / "fedavg", 0, 0.1, 0.1)
     with pytest.raises(ConfigError, match=r"--reference 'rpa' is not a row; rows: fedavg"):
         build_tables(find_runs([tmp_path]), reference="rpa")
+    (alone,) = build_tables(find_runs([tmp_path]), reference="fedavg")  # the reference alone: nothing to compare
+    assert [r.name for r in alone.rows] == ["fedavg"] and alone.rows[0].comparison is None
 
 
 def write_paired(folder: Path, seed: int, ic: float, client_ic: list[float], daily: np.ndarray) -> None:

@@ -7,7 +7,7 @@ from fedloom.progress import LineProgress
 
 def test_a_short_task_logs_every_step_and_a_long_one_every_tenth():
     lines: list[str] = []
-    ticks = iter(range(100))
+    ticks = iter(range(1000))  # one tick per clock read (each step reads it)
     progress = LineProgress(lines.append, clock=lambda: float(next(ticks)))
     rounds = progress.task("fedavg: rounds", 3)
     for _ in range(3):
@@ -39,3 +39,14 @@ def test_a_short_task_inside_another_adds_no_line_so_a_run_logs_one_line_per_rou
         inner(1)
     outer(1)
     assert sum("checks" in line for line in lines) == 10 and checks is not None
+
+
+def test_a_long_task_whose_tenth_takes_longer_than_every_logs_on_time():
+    """A 1,000-step pass at 100 s a step: a tenth is 2.8 h; a line comes every 300 s instead."""
+    lines: list[str] = []
+    ticks = iter(range(0, 10**6, 100))
+    progress = LineProgress(lines.append, clock=lambda: float(next(ticks)))
+    features = progress.task("frozen features", 1000)
+    for _ in range(9):
+        features(1)
+    assert [line.split(": ")[1] for line in lines] == ["3/1000 (300.0 s)", "6/1000 (600.0 s)", "9/1000 (900.0 s)"]

@@ -20,7 +20,7 @@ def params(
     data_dir: DataDirOpt = None,
     set_: SetOpt = None,
 ) -> None:
-    """Count what one client of each method trains (one probe round on one date per split) at each rank,
+    """Count what one client of each method trains (``--rounds`` probe rounds on one date per split) at each rank,
     and print the rank nearest the budget of ``--match`` at the config's rank (within 10 %: seed 000 Table 2)."""
     from fedloom.errors import ConfigError
     from fedloom.runs.params import WITHIN, match_ranks, probe_config

@@ -15,7 +15,12 @@ def window_names(features: Sequence[str], steps: int) -> list[str]:
     >>> window_names(["c_open", "adj_sum_5"], 2)
     ['c_open_1', 'c_open_0', 'adj_sum_5_1', 'adj_sum_5_0']
     """
-    return [f"{f}_{k}" for f in features for k in range(steps - 1, -1, -1)]
+    return [f"{f}_{k}" for f, k in _layout(features, steps)]
+
+
+def _layout(features: Sequence[str], steps: int) -> list[tuple[str, int]]:
+    """(feature, lag) in column order: field by field, lags descending."""
+    return [(f, k) for f in features for k in range(steps - 1, -1, -1)]
 
 
 def feature_window(rows: pd.DataFrame, features: Sequence[str], steps: int, by: str = "instrument") -> pd.DataFrame:
@@ -24,7 +29,7 @@ def feature_window(rows: pd.DataFrame, features: Sequence[str], steps: int, by: 
     sample predicts from. NaN where a ticker's history is shorter; the index is ``rows``'."""
     g = rows.groupby(by, sort=False)[list(features)]
     back = {k: g.shift(k + 1) for k in range(steps)}
-    return pd.DataFrame({f"{f}_{k}": back[k][f] for f in features for k in range(steps - 1, -1, -1)}, index=rows.index)
+    return pd.DataFrame({f"{f}_{k}": back[k][f] for f, k in _layout(features, steps)}, index=rows.index)
 
 
 def lagged_features(rows: pd.DataFrame, features: Sequence[str], steps: int, by: str = "instrument") -> pd.DataFrame:

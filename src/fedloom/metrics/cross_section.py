@@ -10,6 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+POOLED = "_pooled"  # suffix of a daily series computed on one cross-section of every client's rows
+
 
 def daily_ic(predictions: np.ndarray, targets: np.ndarray, dates: np.ndarray) -> pd.Series:
     """Pearson correlation of prediction and target across instruments, one value per date."""

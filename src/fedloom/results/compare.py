@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from fedloom.metrics.cross_section import POOLED
 from fedloom.metrics.significance import paired_block_bootstrap, paired_t_test
 from fedloom.results.load import RunResult
 from fedloom.runs.report import summary_key
@@ -177,13 +178,13 @@ def gain_correlation(heterogeneity: Sequence[float], gains: Sequence[float]) -> 
     return float(rho), len(ok)
 
 
-UNIVERSE_WIDE = {"rank_ic": "rank_ic_pooled"}  # ranking: Qlib's daily RankIC of the whole universe (issue 43)
+UNIVERSE_WIDE = {"rank_ic": f"rank_ic{POOLED}"}  # ranking: Qlib's daily RankIC of the whole universe (issue 43)
 
 
 def client_metric(column: str) -> str:
     """The per-client test metric behind a daily column: the universe-wide series' client counterpart
     (``rank_ic_pooled`` → ``rank_ic``), else the column itself (``mse``, ``accuracy``)."""
-    return column.removesuffix("_pooled")
+    return column.removesuffix(POOLED)
 
 
 def daily_column(runs: Sequence[RunResult]) -> str | None:

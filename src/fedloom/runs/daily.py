@@ -15,12 +15,10 @@ import numpy as np
 import pandas as pd
 
 from fedloom.algorithms.base import Algorithm, Record
-from fedloom.metrics.cross_section import daily_ic, daily_rank_ic
+from fedloom.metrics.cross_section import POOLED, daily_ic, daily_rank_ic
 from fedloom.metrics.regimes import fit_regime_thresholds, label_regimes, per_regime_mean, regime_stability
 from fedloom.runtime.memory import algorithm_state
 from fedloom.tasks.learner import Learner
-
-POOLED = "_pooled"  # suffix of the daily series computed on the cross-section of all clients' rows
 
 
 def test_predictions(

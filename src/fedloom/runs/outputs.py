@@ -13,8 +13,9 @@ import pandas as pd
 
 from fedloom.algorithms.base import RunReport
 from fedloom.data.registry import dataset_market
+from fedloom.metrics.cross_section import POOLED
 from fedloom.runs.config import RunConfig
-from fedloom.runs.daily import POOLED, daily_metrics, regime_breakdown
+from fedloom.runs.daily import daily_metrics, regime_breakdown
 from fedloom.runs.portfolio import holdings, portfolio_metrics, portfolio_report
 from fedloom.runs.report import single_report
 from fedloom.runs.rundir import RunDirectory

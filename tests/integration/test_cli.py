@@ -129,6 +129,8 @@ def test_compare_shares_one_workspace(tmp_path, monkeypatch, capsys):
     assert "Per-client gain in `test/ic` over fedavg" in report and "Spearman" in report
     assert "Paired block bootstrap vs fedavg (daily `ic`" in report and "| rpa |" in report.split("bootstrap")[1]
     assert (out / "fedavg" / "daily.csv").read_text().startswith("date,ic,rank_ic")
+    assert (out / "fedavg" / "clients.csv").read_text().startswith("date,client,rows,ic,rank_ic,mse,mae")
+    assert "| clients × weeks |" in report.split("bootstrap")[1]  # each client's series: clients resampled too
     routes = json.loads((out / "rpa" / "routes.json").read_text())
     assert set(routes["routes"]) == set(routes["group"]) == {"energy", "financials", "technology"}
     assert all(abs(sum(r) - 1) < 1e-4 and len(r) == 4 for r in routes["routes"].values())

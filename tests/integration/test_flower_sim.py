@@ -60,7 +60,7 @@ def simulate(cfg, ws, out) -> None:
 
 # what a Flower run directory lacks (README, "What travels"): outputs that need every client's state or
 # test predictions in one place
-IN_PROCESS_ONLY = {"daily.csv", "daily_final.csv", "routes.json", "routes.png"}
+IN_PROCESS_ONLY = {"daily.csv", "daily_final.csv", "clients.csv", "clients_final.csv", "routes.json", "routes.png"}
 
 
 def flower_sim_command(cfg, tmp_path):

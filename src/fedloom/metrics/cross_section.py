@@ -11,6 +11,10 @@ import numpy as np
 import pandas as pd
 
 POOLED = "_pooled"  # suffix of a daily series computed on one cross-section of every client's rows
+CLIENT_WEIGHTS = {"ic": "clients", "rank_ic": "clients", "mse": "rows", "mae": "rows", "accuracy": "rows"}
+"""How each of these daily series (a run's daily.csv) combines the clients' own values of the day (clients.csv):
+an equal share per client with a value (the macro IC / RankIC) or each client's share of the day's rows (the
+pooled errors and accuracy). The pooled correlations (``*_pooled``) do not split into clients and have none."""
 
 
 def daily_ic(predictions: np.ndarray, targets: np.ndarray, dates: np.ndarray) -> pd.Series:

@@ -1,5 +1,6 @@
 """The one comparison engine: how a row of runs differs from a reference row. The paired block bootstrap
-over trading weeks of the seed-mean daily series (seed 000, Table 5) with a paired t-test over seeds, and
+over trading weeks of the seed-mean daily series (seed 000, Table 5) — over clients and weeks at once where
+the runs wrote each client's daily series (clients.csv) — with a paired t-test over seeds, and
 each client's gain over the reference against its heterogeneity (seed 000, Fig. 4). Tables, the HTML
 report and `fedloom compare`'s report.md all render these numbers; none computes its own."""
 
@@ -12,20 +13,23 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from fedloom.metrics.cross_section import POOLED
-from fedloom.metrics.significance import paired_block_bootstrap, paired_t_test
+from fedloom.metrics.cross_section import CLIENT_WEIGHTS, POOLED
+from fedloom.metrics.significance import paired_block_bootstrap, paired_cluster_bootstrap, paired_t_test
 from fedloom.results.load import RunResult
 from fedloom.runs.report import summary_key
 
 DEFAULT_REFERENCE = "fedavg"  # the method a comparison is against when no reference row is named
 ROW_FIELD = "{row}"  # in a reference: each row against the row its own name makes, e.g. "{row}-fixed"
+WEEKS, CLIENTS_WEEKS = "weeks", "clients × weeks"  # what a comparison's bootstrap resampled
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """Paired block bootstrap of a row's seed-mean daily series against the reference row's, a paired
-    t-test over the seeds of the per-seed means (``seed_p_value``: NaN with fewer than two seeds) and one
-    over the clients of their seed-mean test metric (``client_p_value`` over ``clients``: `compare_clients`)."""
+    """Paired bootstrap of a row's seed-mean daily series against the reference row's — over trading weeks,
+    or over clients and weeks jointly where every run of both rows has the column per client
+    (``resampled``; ``week_p_value`` then keeps the weeks-only p) — a paired t-test over the seeds of the
+    per-seed means (``seed_p_value``: NaN with fewer than two seeds) and one over the clients of their
+    seed-mean test metric (``client_p_value`` over ``clients``: `compare_clients`)."""
 
     mean_difference: float
     ci_low: float
@@ -39,6 +43,8 @@ class Comparison:
     mde: float = math.nan  # minimum detectable effect at 80 % power, two-sided 5 %, from the bootstrap's SE
     client_p_value: float = math.nan
     clients: int = 0
+    resampled: str = WEEKS
+    week_p_value: float = math.nan  # the weeks-only bootstrap's p when ``resampled`` is clients × weeks
 
 
 def holm(p_values: Sequence[float]) -> np.ndarray:
@@ -70,8 +76,9 @@ def corrected(comparisons: Sequence[Comparison | None]) -> list[Comparison | Non
 
 
 def compare_daily(rows: Sequence[RunResult], reference: Sequence[RunResult], column: str) -> Comparison | None:
-    """Bootstrap of the seed-mean daily ``column`` over the seeds both rows ran; None without common
-    seeds or with fewer than two trading weeks of common days."""
+    """Bootstrap of the seed-mean daily ``column`` over the seeds both rows ran — over clients and weeks
+    where `client_cells` has the column's cells, else over weeks; None without common seeds or with fewer
+    than two trading weeks of common days."""
     mine, theirs = _by_seed(rows, column), _by_seed(reference, column)
     seeds = sorted(set(mine) & set(theirs))
     if not seeds:
@@ -86,10 +93,51 @@ def compare_daily(rows: Sequence[RunResult], reference: Sequence[RunResult], col
         return None
     pairs = [pd.concat([mine[s], theirs[s]], axis=1).dropna() for s in seeds]  # each seed on its common days
     by_seed = paired_t_test([p.iloc[:, 0].mean() for p in pairs], [p.iloc[:, 1].mean() for p in pairs])
-    return Comparison(
+    weeks = Comparison(
         t["mean_difference"], t["ci_low"], t["ci_high"], t["p_value"], int(t["days"]), len(seeds), by_seed["p_value"],
         mde=t["mde"],
     )  # fmt: skip
+    cells = client_cells(rows, reference, column, seeds)
+    try:
+        c = paired_cluster_bootstrap(*cells) if cells is not None else None
+    except ValueError:  # one client, or one week, with cells
+        c = None
+    if c is None:
+        return weeks
+    return replace(
+        weeks, mean_difference=c["mean_difference"], ci_low=c["ci_low"], ci_high=c["ci_high"], p_value=c["p_value"],
+        mde=c["mde"], resampled=CLIENTS_WEEKS, week_p_value=t["p_value"],
+    )  # fmt: skip
+
+
+def client_cells(
+    rows: Sequence[RunResult], reference: Sequence[RunResult], column: str, seeds: Sequence[int]
+) -> tuple[pd.Series, pd.Series] | None:
+    """The (date, client) cells of the seed-mean difference in ``column`` and each cell's share of its day
+    (`CLIENT_WEIGHTS`: an equal share per client with a value, or the client's share of the day's rows), so
+    that the weighted mean is the mean over days of the daily difference; None unless ``column`` splits by
+    client and every run of both rows on ``seeds`` wrote it in clients.csv."""
+    if column not in CLIENT_WEIGHTS:
+        return None
+    mine, theirs = _clients_by_seed(rows, column), _clients_by_seed(reference, column)
+    if not all(s in mine and s in theirs for s in seeds):
+        return None
+    a, b = (pd.concat([side[s] for s in seeds]).groupby(level=[0, 1]).mean() for side in (mine, theirs))
+    d = (a[column] - b[column]).dropna()
+    if CLIENT_WEIGHTS[column] == "clients":
+        share = 1.0 / d.groupby(level=0).transform("count")
+    else:
+        rows_of = b["rows"].reindex(d.index)
+        share = rows_of / rows_of.groupby(level=0).transform("sum")
+    return d, share
+
+
+def _clients_by_seed(runs: Sequence[RunResult], column: str) -> dict[int, pd.DataFrame]:
+    return {
+        r.seed: r.clients.set_index("client", append=True)[["rows", column]]
+        for r in runs
+        if r.clients is not None and column in r.clients
+    }
 
 
 def compare_clients(rows: Sequence[RunResult], reference: Sequence[RunResult], metric: str) -> dict[str, float]:

@@ -39,8 +39,9 @@ def comparison_report(runs: Sequence[RunResult], reference: str | None = None) -
 
 
 def significance_section(rows: Mapping[str, Sequence[RunResult]], base: str) -> str:
-    """Paired block bootstrap over trading weeks (seed 000, Table 5) of each row against ``base`` on the
-    daily test series of the round chosen on validation (daily.csv)."""
+    """Paired block bootstrap over trading weeks (seed 000, Table 5) — over clients and weeks where the runs
+    wrote clients.csv — of each row against ``base`` on the daily test series of the round chosen on
+    validation (daily.csv)."""
     column = daily_column([run for runs in rows.values() for run in runs])
     if column is None:
         return ""
@@ -49,11 +50,12 @@ def significance_section(rows: Mapping[str, Sequence[RunResult]], base: str) -> 
     for row, t in zip(rows, tests, strict=True):
         if t is not None:
             ci = f"[{fmt(t.ci_low)}, {fmt(t.ci_high)}]"
-            table.append([row, fmt(t.mean_difference), ci, format_p(t.p_value), format_p(t.q_value), f"{t.days}"])
+            table.append([row, fmt(t.mean_difference), ci, format_p(t.p_value), format_p(t.q_value), f"{t.days}",
+                          t.resampled])  # fmt: skip
     if not table:
         return ""
-    header = ["method", f"mean daily {column} − {base}", "95 % CI", "p", "q (BH over the rows)", "days"]
-    title = f"\n## Paired block bootstrap vs {base} (daily `{column}`, chosen round, weeks resampled)\n\n"
+    header = ["method", f"mean daily {column} − {base}", "95 % CI", "p", "q (BH over the rows)", "days", "resampled"]
+    title = f"\n## Paired block bootstrap vs {base} (daily `{column}`, chosen round)\n\n"
     return title + markdown((header, table))
 
 

@@ -17,6 +17,7 @@ from fedloom.errors import ConfigError
 from fedloom.runs.label import JOB_FILE, JobLabel
 
 DAILY_FILES = {False: "daily.csv", True: "daily_final.csv"}  # the bootstrap's series: chosen / final round
+CLIENT_FILES = {False: "clients.csv", True: "clients_final.csv"}  # each client's of the same (`client_daily_metrics`)
 
 log = logging.getLogger("fedloom")
 
@@ -32,6 +33,7 @@ class RunResult:
     record: Mapping[str, Any]  # summary.json + "derived" (per client-round costs) + "last_round"
     daily: pd.DataFrame | None
     daily_file: str = DAILY_FILES[False]
+    clients: pd.DataFrame | None = None  # clients.csv: date-indexed with a ``client`` column (older runs: none)
 
 
 def find_runs(paths: Iterable[Path], evaluations: bool = False, final: bool = False) -> list[RunResult]:
@@ -60,17 +62,20 @@ def find_runs(paths: Iterable[Path], evaluations: bool = False, final: bool = Fa
 
 
 def load_run(path: Path, final: bool = False) -> RunResult:
-    """A run directory's summary, its per client-round costs, its last round and its daily series
-    (the chosen round's, or with ``final`` the last round's)."""
+    """A run directory's summary, its per client-round costs, its last round and its daily series, the
+    universe's and each client's (the chosen round's, or with ``final`` the last round's)."""
     summary = json.loads((path / "summary.json").read_text())
     rounds = [json.loads(line) for line in _lines(path / "metrics.jsonl")]
     label = JobLabel.model_validate_json((path / JOB_FILE).read_text()) if (path / JOB_FILE).is_file() else None
     name = DAILY_FILES[final]
     daily_file = path / name
     daily = pd.read_csv(daily_file, index_col="date", parse_dates=["date"]) if daily_file.is_file() else None
+    client_file = path / CLIENT_FILES[final]
+    clients = (pd.read_csv(client_file, index_col="date", parse_dates=["date"], dtype={"client": str})
+               if client_file.is_file() else None)  # fmt: skip
     record = {**summary, "derived": per_client_round(summary, rounds), "last_round": rounds[-1] if rounds else {}}
     row = label.row if label else path.name
-    return RunResult(path, row, int(summary["seed"]), summary["dataset"], record, daily, name)
+    return RunResult(path, row, int(summary["seed"]), summary["dataset"], record, daily, name, clients)
 
 
 NESTED_SECONDS = ("client_compute", "aggregate")  # parts of a round's "local" and "server" time

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from fedloom.results.compare import ROW_FIELD, Comparison
+from fedloom.results.compare import CLIENTS_WEEKS, ROW_FIELD, Comparison
 from fedloom.results.load import DAILY_FILES
 from fedloom.results.table import Cell, ResultTable, column_decimals
 
@@ -31,8 +31,9 @@ def format_cell(cell: Cell, decimals: int) -> str:
 
 
 def format_comparison(c: Comparison | None) -> str:
-    """``+0.013 [-0.067, +0.095] p 0.740 q 0.810; seeds p 0.810; clients p 0.420``, with ``*`` when the
-    Benjamini–Hochberg q (the bootstrap's p where no family correction was made) is below ALPHA."""
+    """``+0.013 [-0.067, +0.095] p 0.740 q 0.810; weeks p 0.020; seeds p 0.810; clients p 0.420``, with ``*``
+    when the Benjamini–Hochberg q (the bootstrap's p where no family correction was made) is below ALPHA;
+    ``weeks p`` (the weeks-only bootstrap) only where CI, p and q resampled clients and weeks."""
     if c is None:
         return "–"
     span = max(abs(c.ci_low), abs(c.ci_high))  # 0 when both rows give the same daily series
@@ -42,6 +43,7 @@ def format_comparison(c: Comparison | None) -> str:
     q = f" q {format_p(c.q_value)}" if math.isfinite(c.q_value) else ""
     ci = f"[{c.ci_low:+.{digits}f}, {c.ci_high:+.{digits}f}]"
     text = f"{c.mean_difference:+.{digits}f} {ci} p {format_p(c.p_value)}{q}{mark}"
+    text += f"; weeks p {format_p(c.week_p_value)}" if c.resampled == CLIENTS_WEEKS else ""
     text += f"; seeds p {format_p(c.seed_p_value)}" if math.isfinite(c.seed_p_value) else ""
     return text + (f"; clients p {format_p(c.client_p_value)}" if math.isfinite(c.client_p_value) else "")
 
@@ -94,7 +96,7 @@ def notes(table: ResultTable) -> list[str]:
         source = "the models after the last round" if final else "the round chosen on validation"
         lines.append(
             f"Δ: mean difference of the seed-mean daily `{table.daily_column}` ({table.daily_file}: {source}) "
-            f"against `{table.reference}`, 95 % CI and p-value of a paired block bootstrap over trading weeks; "
+            f"against `{table.reference}`, 95 % CI and p-value of a paired bootstrap {_resampled(table)}; "
             f"q: Benjamini–Hochberg over the {table.compared} rows compared in this table (Holm's adjusted p in "
             f"the CSV); `seeds p`: paired t-test over the seeds of the per-seed means (a `*` beside a large "
             f"seeds p: the seeds disagree, e.g. one seed carries the difference); `clients p`: paired t-test over "
@@ -119,6 +121,21 @@ def notes(table: ResultTable) -> list[str]:
                 f"row in the CSV's `mde`). Smaller differences, significant or not, are not resolved here."
             )
     return lines
+
+
+def _resampled(table: ResultTable) -> str:
+    """What the bootstrap resampled, in words: clients and weeks where the runs wrote each client's series."""
+    compared = [r.comparison for r in table.rows if r.comparison is not None]
+    both = sum(c.resampled == CLIENTS_WEEKS for c in compared)
+    weeks = "over trading weeks (blocks of a calendar week)"
+    joint = ("that resamples clients and trading weeks jointly (every drawn client on every drawn week, from the "
+             "runs' clients.csv: a difference must hold across data owners and calendar; `weeks p`: the same over "
+             "weeks alone)")  # fmt: skip
+    if both == 0:
+        return weeks
+    if both == len(compared):
+        return joint
+    return f"{joint} for the {both} rows showing `weeks p`, else {weeks}"
 
 
 def to_markdown(tables: Sequence[ResultTable]) -> str:
@@ -162,6 +179,8 @@ def to_frame(tables: Sequence[ResultTable]) -> pd.DataFrame:
                     "ci_low": row.comparison.ci_low,
                     "ci_high": row.comparison.ci_high,
                     "p_value": row.comparison.p_value,
+                    "resampled": row.comparison.resampled,
+                    "week_p_value": row.comparison.week_p_value,
                     "q_value": row.comparison.q_value,
                     "holm_p": row.comparison.holm_p,
                     "mde": row.comparison.mde,

@@ -4,8 +4,9 @@ Runs are read from their run directories (summary.json, metrics.jsonl, daily.csv
 runs of one name — the suite's row (``job.json``) or else the run folder's name, so
 ``runs/acl18/seed0/rpa`` and ``runs/acl18/seed1/rpa`` make the row ``rpa`` — and each column is a
 value of every run's summary, aggregated over the row's seeds. The best mean of a column with a
-direction is marked; a paired block bootstrap over trading weeks (seed 000, Table 5) compares each
-row's seed-mean daily series (``daily.csv``: the round chosen on validation; ``daily_final.csv`` with
+direction is marked; a paired block bootstrap over trading weeks (seed 000, Table 5) — over clients and
+weeks jointly where the runs wrote each client's series (clients.csv) — compares each row's seed-mean
+daily series (``daily.csv``: the round chosen on validation; ``daily_final.csv`` with
 ``final``: the models after the last round) with the reference row's, or with the row a ``{row}``
 template names (``{row}-fixed``: then also the gain over it and its correlation with the clients'
 heterogeneity, seed 000 Table 9), and a paired t-test over the clients asks whether the difference holds

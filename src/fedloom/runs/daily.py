@@ -5,6 +5,8 @@ From every client's personalized model on its test rows — the models of the ro
 clients of the within-client IC and RankIC (regression, ranking; regression also the pooled MSE
 and MAE) or the pooled accuracy (classification). Seed 000 compares methods on such series with a
 paired block bootstrap over trading weeks (Table 5) and breaks them down by market regime (§4.4).
+Each client's own daily values of the columns that are means over clients or over rows (clients.csv,
+`client_daily_metrics`) let a comparison resample the data owners as well as the weeks.
 """
 
 from __future__ import annotations
@@ -76,6 +78,32 @@ def daily_metrics(predictions: pd.DataFrame, task_kind: str) -> pd.DataFrame:
     frame = pd.DataFrame(out)
     frame.index = pd.to_datetime(frame.index)
     return frame.sort_index()
+
+
+def client_daily_metrics(predictions: pd.DataFrame, task_kind: str) -> pd.DataFrame:
+    """Date-indexed, one line per client and date: ``client``, ``rows`` (its test rows that day) and its own
+    value of every `metrics.cross_section.CLIENT_WEIGHTS` column `daily_metrics` writes for ``task_kind``; weighted as
+    `CLIENT_WEIGHTS` says, they average back to daily.csv's columns."""
+    parts = []
+    for cid, g in predictions.groupby("client", sort=True):
+        dates = pd.to_datetime(g["date"]).to_numpy()
+        score, target = g["score"].to_numpy(), g["target"].to_numpy()
+        columns: dict[str, pd.Series] = {"rows": pd.Series(1.0, index=dates).groupby(level=0).sum()}
+        if task_kind == "classification":
+            columns["accuracy"] = pd.Series((score == target).astype(float), index=dates).groupby(level=0).mean()
+        else:
+            columns |= {"ic": daily_ic(score, target, dates), "rank_ic": daily_rank_ic(score, target, dates)}
+        if task_kind == "regression":
+            error = pd.Series(score - target, index=dates, dtype=float)
+            columns |= {"mse": (error**2).groupby(level=0).mean(), "mae": error.abs().groupby(level=0).mean()}
+        frame = pd.DataFrame(columns)
+        parts.append(frame.assign(client=str(cid))[["client", *columns]])
+    if not parts:
+        return pd.DataFrame(columns=["client", "rows"])
+    out = pd.concat(parts)
+    out.index = pd.to_datetime(out.index)
+    out.index.name = "date"
+    return out.sort_index(kind="stable")
 
 
 def regime_breakdown(daily: pd.Series, index_close: pd.Series, train_dates: np.ndarray) -> dict[str, float]:

@@ -15,13 +15,13 @@ from fedloom.algorithms.base import RunReport
 from fedloom.data.registry import dataset_market
 from fedloom.metrics.cross_section import POOLED
 from fedloom.runs.config import RunConfig
-from fedloom.runs.daily import daily_metrics, regime_breakdown
+from fedloom.runs.daily import client_daily_metrics, daily_metrics, regime_breakdown
 from fedloom.runs.portfolio import holdings, portfolio_metrics, portfolio_report
 from fedloom.runs.report import single_report
 from fedloom.runs.rundir import RunDirectory
 
 log = logging.getLogger("fedloom")
-SERIES = ("daily", "portfolio_daily")  # written as CSV: daily.csv, portfolio.csv
+SERIES = ("daily", "clients_daily", "portfolio_daily")  # written as CSV: daily.csv, clients.csv, portfolio.csv
 ENTRIES = ("portfolio", "regimes", "cross_section")  # put in summary.json
 
 
@@ -40,14 +40,14 @@ def write_run_report(rundir: RunDirectory, report: RunReport, title: str) -> Non
 def prediction_outputs(
     cfg: RunConfig, task_kind: str, predictions: pd.DataFrame, train_dates: np.ndarray
 ) -> dict[str, Any]:
-    """From long test ``predictions`` (`test_predictions`' columns): the daily series, the pooled
+    """From long test ``predictions`` (`test_predictions`' columns): the daily series (and each client's), the pooled
     cross-section's mean IC / RankIC, and for index datasets the daily TopkDropout report, its summary
     and the regime breakdown (regime thresholds fitted on ``train_dates``)."""
     if predictions.empty:
         log.warning("no client has test rows: daily.csv, the portfolio and the regimes are skipped")
         return {}
     daily = daily_metrics(predictions, task_kind)
-    out: dict[str, Any] = {"daily": daily}
+    out: dict[str, Any] = {"daily": daily, "clients_daily": client_daily_metrics(predictions, task_kind)}
     pooled = [c for c in daily.columns if c.endswith(POOLED)]
     if pooled:
         out["cross_section"] = {c.removesuffix(POOLED): float(daily[c].mean()) for c in pooled}
@@ -69,8 +69,9 @@ def prediction_outputs(
 
 
 def record_outputs(rundir: RunDirectory, outputs: dict[str, Any], suffix: str = "") -> dict[str, Any]:
-    """Write the daily series of ``outputs`` (`prediction_outputs`) as ``daily{suffix}.csv`` and
-    ``portfolio{suffix}.csv``; the summary.json entries of the rest, their keys suffixed."""
+    """Write the daily series of ``outputs`` (`prediction_outputs`) as ``daily{suffix}.csv``,
+    ``clients{suffix}.csv`` and ``portfolio{suffix}.csv``; the summary.json entries of the rest, their keys
+    suffixed."""
     for name in SERIES:
         if name in outputs:
             rundir.write_daily(outputs[name], f"{name.replace('_daily', '')}{suffix}.csv")

@@ -8,7 +8,8 @@ runs/demo/
   metrics.jsonl   one record per round
   summary.json    final metrics, per-client metrics, communication, wall time
   report.md       the table printed at the end
-  daily.csv ...   test outputs of the chosen and final rounds (financial datasets: daily series, portfolio)
+  daily.csv ...   test outputs of the chosen and final rounds (financial datasets: daily series, each client's
+                  daily series in clients.csv, portfolio)
   <name>.json/png what the method declares at the end (`RunReport`: RPA's routes, FedWeave's alignment)
   adapter/        the final global adapter in PEFT format (methods with a global model)
   checkpoints/    round checkpoints (`fedloom.runtime.checkpoint`)

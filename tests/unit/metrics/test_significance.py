@@ -6,13 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
 from fedloom.metrics.significance import (
     minimum_detectable_effect,
     paired_block_bootstrap,
+    paired_cluster_bootstrap,
     paired_t_test,
     week_blocks,
 )
@@ -99,3 +100,76 @@ def test_the_minimum_detectable_effect_is_found_about_80_percent_of_the_time():
     small = [paired_block_bootstrap(*series(mde / 5), n_boot=1000)["p_value"] < 0.05 for _ in range(200)]
     assert 0.68 < np.mean(found) < 0.92  # 80 % up to the bootstrap's small-sample bias and 200 draws' noise
     assert np.mean(small) < 0.2
+
+
+def cells(values: np.ndarray, days: pd.DatetimeIndex = DAYS) -> tuple[pd.Series, pd.Series]:
+    """A clients × days array of differences as (date, client) cells, each client an equal share of its day."""
+    n_clients = values.shape[0]
+    index = pd.MultiIndex.from_product([days, [f"c{i}" for i in range(n_clients)]])
+    return pd.Series(values.T.ravel(), index=index), pd.Series(1 / n_clients, index=index)
+
+
+@settings(deadline=None, max_examples=25)
+@given(st.integers(2, 6), st.integers(0, 10_000))
+def test_the_cluster_bootstrap_estimates_the_mean_over_days_of_the_weighted_daily_difference(n_clients, seed):
+    """With shares summing to 1 a day, the observed value is the week bootstrap's of the daily series."""
+    rng = np.random.default_rng(seed)
+    d = rng.normal(0, 0.1, (n_clients, 20))
+    shares = rng.uniform(0.1, 1, (n_clients, 20))
+    shares /= shares.sum(axis=0)
+    difference, _ = cells(d, DAYS[:20])
+    weight = pd.Series(shares.T.ravel(), index=difference.index)
+    daily = pd.Series((d * shares).sum(axis=0), index=DAYS[:20])
+    ours = paired_cluster_bootstrap(difference, weight, n_boot=200)
+    weeks = paired_block_bootstrap(daily, pd.Series(0.0, index=DAYS[:20]), n_boot=200)
+    assert ours["mean_difference"] == pytest.approx(weeks["mean_difference"])
+    assert (ours["clients"], ours["weeks"], ours["days"]) == (n_clients, 4, 20)
+
+
+def test_every_cluster_draw_is_one_of_the_hand_enumerated_client_and_week_multisets():
+    """Two clients, two weeks: a draw takes each client 2/1/0 times and each week 2/1/0 times (probabilities
+    1/4, 1/2, 1/4 each); its value is Σ u_c v_w S_cw / Σ u_c v_w N_cw. The draws take exactly these values,
+    the all-of-client-0-in-week-0 value about 1/16 of the time."""
+    days = DAYS[:10]  # two full weeks
+    d = np.array([[1.0] * 5 + [2.0] * 5, [3.0] * 5 + [5.0] * 5])  # client × day
+    difference, weight = cells(d, days)
+    s = np.array([[2.5, 5.0], [7.5, 12.5]])  # Σ weight·d per client and week (weight 1/2)
+    n = np.full((2, 2), 2.5)
+    multiplicities = [np.array(m, float) for m in ((2, 0), (1, 1), (0, 2))]
+    values = {round(float(u @ s @ v / (u @ n @ v)), 9) for u in multiplicities for v in multiplicities}
+    draws = paired_cluster_bootstrap(difference, weight, n_boot=20_000, seed=5)
+    assert draws["mean_difference"] == pytest.approx(s.sum() / n.sum())
+    ci = (round(draws["ci_low"], 9), round(draws["ci_high"], 9))
+    assert set(ci) <= values and min(values) <= ci[0] <= ci[1] <= max(values)
+    rng = np.random.default_rng(5)  # the same generator stream as the function's draws
+    u = rng.multinomial(2, [0.5, 0.5], size=20_000)
+    v = rng.multinomial(2, [0.5, 0.5], size=20_000)
+    share = np.mean((u[:, 0] == 2) & (v[:, 0] == 2))
+    assert share == pytest.approx(1 / 16, abs=0.006)
+
+
+def test_a_gain_one_client_carries_passes_the_weeks_but_not_the_clients_and_weeks():
+    """Four clients over 40 weeks: +0.4 on client 0 only moves every week's macro mean by +0.1, which the
+    week bootstrap calls certain; resampling the clients too sees one owner carry it. A +0.1 gain on every
+    client passes both."""
+    rng = np.random.default_rng(7)
+    noise = rng.normal(0, 0.05, (4, len(DAYS)))
+    one = noise + np.array([[0.4], [0.0], [0.0], [0.0]])
+    every = noise + 0.1
+    for d, expected_cluster_p in ((one, "large"), (every, "small")):
+        difference, weight = cells(d)
+        daily = pd.Series(d.mean(axis=0), index=DAYS)
+        weeks = paired_block_bootstrap(daily, pd.Series(0.0, index=DAYS), n_boot=4000)
+        joint = paired_cluster_bootstrap(difference, weight, n_boot=4000)
+        assert weeks["p_value"] < 0.001 and joint["mean_difference"] == pytest.approx(weeks["mean_difference"])
+        if expected_cluster_p == "large":
+            assert joint["p_value"] > 0.05 and joint["ci_low"] < 0 < joint["ci_high"]
+        else:
+            assert joint["p_value"] < 0.001 and joint["ci_low"] > 0
+
+
+def test_the_cluster_bootstrap_needs_two_clients_and_two_weeks():
+    with pytest.raises(ValueError, match="at least 2 clients and 2 weeks, got 1 and 40"):
+        paired_cluster_bootstrap(*cells(np.zeros((1, len(DAYS)))), n_boot=10)
+    with pytest.raises(ValueError, match="got 3 and 1"):
+        paired_cluster_bootstrap(*cells(np.zeros((3, 5)), DAYS[:5]), n_boot=10)

@@ -226,6 +226,49 @@ def test_the_clients_test_tells_one_clients_gain_from_a_gain_on_every_client(tmp
     assert pd.read_csv(io.StringIO(to_csv([table]))).set_index("row").loc["every", "clients"] == 4
 
 
+def write_clients(folder: Path, seed: int, gains: list[float]) -> None:
+    """A run of 4 clients whose own daily IC is noise plus ``gains[c]``: clients.csv and its macro daily.csv."""
+    per_client = np.stack([noise(100 * seed + c) + g for c, g in enumerate(gains)])
+    write_run(folder, seed, float(np.mean(gains)), 0.1, per_client.mean(axis=0), clients=len(gains))
+    frame = pd.concat(
+        pd.DataFrame({"client": f"c{c}", "rows": 5, "ic": per_client[c]}, index=pd.Index(DATES, name="date"))
+        for c in range(len(gains))
+    )
+    frame.to_csv(folder / "clients.csv")
+
+
+def test_with_each_clients_series_the_bootstrap_resamples_clients_and_weeks(tmp_path: Path):
+    """Issue 43: where the runs wrote clients.csv, CI, p and q resample clients and weeks jointly, so a gain
+    one client carries is not starred although the week bootstrap alone finds it (`weeks p`), while a gain
+    on every client still is; a row whose runs lack the file keeps the week bootstrap, and the notes say which."""
+    from fedloom.results.compare import CLIENTS_WEEKS, WEEKS
+
+    for s in (0, 1):
+        write_clients(tmp_path / f"seed{s}" / "ref", s, [0.0] * 4)
+        write_clients(tmp_path / f"seed{s}" / "one", s, [0.4, 0.0, 0.0, 0.0])
+        write_clients(tmp_path / f"seed{s}" / "every", s, [0.1] * 4)
+        write_clients(tmp_path / f"seed{s}" / "old", s, [0.1] * 4)
+        (tmp_path / f"seed{s}" / "old" / "clients.csv").unlink()  # a run from before clients.csv
+
+    (table,) = build_tables(find_runs([tmp_path]), reference="ref")
+
+    rows = {r.name: r.comparison for r in table.rows}
+    one, every, old = rows["one"], rows["every"], rows["old"]
+    assert one is not None and every is not None and old is not None
+    assert one.resampled == every.resampled == CLIENTS_WEEKS and old.resampled == WEEKS
+    assert one.mean_difference == pytest.approx(0.1) and one.week_p_value < 0.01
+    assert one.p_value > 0.2 and one.ci_low <= 0 < one.ci_high and one.q_value > 0.05  # 0: no client-0 draw
+    assert every.p_value < 0.01 and every.q_value < 0.05 and old.p_value < 0.01
+    assert math.isnan(old.week_p_value)
+    lines = {x.split(" | ")[0].removeprefix("| "): x for x in to_markdown([table]).splitlines() if x.startswith("|")}
+    assert "*" not in lines["one"].split(" | ")[-1] and f"; weeks p {format_p(one.week_p_value)}" in lines["one"]
+    assert " *; weeks p " in lines["every"] and "weeks p" not in lines["old"]
+    assert "resamples clients and trading weeks jointly" in to_markdown([table])
+    assert "for the 2 rows showing `weeks p`" in to_markdown([table])
+    frame = pd.read_csv(io.StringIO(to_csv([table]))).set_index("row")
+    assert frame.loc["one", "resampled"] == CLIENTS_WEEKS and frame.loc["old", "resampled"] == WEEKS
+
+
 def test_the_notes_say_how_often_the_chosen_round_helped_on_test(tmp_path: Path):
     """Issue 43: the round chosen on validation against the last round's models, on test, over the runs."""
     for s, final in enumerate([0.05, 0.3, 0.1, None]):  # chosen IC 0.1 each: helped, hurt, same (twice)

@@ -7,7 +7,8 @@ import pandas as pd
 import pytest
 from scipy.stats import pearsonr
 
-from fedloom.runs.daily import daily_metrics, regime_breakdown
+from fedloom.metrics.cross_section import CLIENT_WEIGHTS
+from fedloom.runs.daily import client_daily_metrics, daily_metrics, regime_breakdown
 
 
 def _predictions():
@@ -42,6 +43,31 @@ def test_daily_accuracy_is_pooled_per_date():
     p = _predictions().assign(score=[1, 0, 1, 1, 1, 1], target=[1, 0, 0, 1, 1, 0])
     daily = daily_metrics(p, "classification")
     assert daily["accuracy"].tolist() == pytest.approx([2 / 3, 2 / 3])
+
+
+@pytest.mark.parametrize("task_kind", ["regression", "ranking", "classification"])
+def test_each_clients_daily_values_average_back_to_the_daily_series(task_kind):
+    """clients.csv: per client and date its rows and its own value; weighted as CLIENT_WEIGHTS says (an equal
+    share per client with a value, or the client's share of the day's rows) they give daily.csv's columns."""
+    rng = np.random.default_rng(3)
+    dates = np.repeat(pd.bdate_range("2024-01-01", periods=6).to_numpy(), 7)
+    client = np.tile(["a", "a", "a", "b", "b", "c", "c"], 6)  # 3, 2 and 2 names a day
+    score = rng.normal(size=len(dates))
+    target = rng.normal(size=len(dates))
+    if task_kind == "classification":
+        score, target = (score > 0).astype(int), (target > 0).astype(int)
+    p = pd.DataFrame({"client": client, "row": range(len(dates)), "date": dates, "instrument": "x",
+                      "score": score, "target": target})  # fmt: skip
+    daily, per_client = daily_metrics(p, task_kind), client_daily_metrics(p, task_kind)
+    columns = [c for c in daily.columns if c in CLIENT_WEIGHTS]
+    assert columns and list(per_client.columns) == ["client", "rows", *columns]
+    assert len(per_client) == 18 and per_client.groupby("client")["rows"].first().to_dict() == {"a": 3, "b": 2, "c": 2}
+    for column in columns:
+        values = per_client.dropna(subset=[column])
+        share = 1.0 if CLIENT_WEIGHTS[column] == "clients" else values["rows"]
+        weights = pd.Series(share, index=values.index)
+        back = (values[column] * weights).groupby(level=0).sum() / weights.groupby(level=0).sum()
+        pd.testing.assert_series_equal(back, daily[column], check_names=False, check_freq=False)
 
 
 def test_regime_breakdown_uses_training_thresholds():

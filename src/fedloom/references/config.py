@@ -158,6 +158,26 @@ class GATConfig(EncoderConfig):
     learning_rate: float = Field(1e-4, gt=0)
 
 
+class DTMLConfig(EncoderConfig):
+    """DTML (Yoo et al., KDD 2021; `fedloom.references.dtml`): attention-LSTM contexts, a market context
+    added with weight β, self-attention across the day's stocks; one step is one day. The paper's code is
+    not bundled: the values below are this project's choices in the paper's ranges, not its tuned ones."""
+
+    num_layers: int = Field(1, ge=1, description="one LSTM layer per context encoder")
+    beta: float = Field(0.1, ge=0, description="weight β of the market context (0: stock contexts only)")
+    heads: int = Field(4, ge=1, description="attention heads across stocks (hidden_size must divide by them)")
+    dropout_rate: float = Field(0.15, ge=0, lt=1)
+    learning_rate: float = Field(1e-3, gt=0)
+    max_epochs: int = Field(100, ge=1)
+    early_stop: int = Field(10, ge=1)
+
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> DTMLConfig:
+        if self.hidden_size % self.heads:
+            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by {self.heads} heads")
+        return self
+
+
 class HISTConfig(EncoderConfig):
     """examples/benchmarks/HIST/workflow_config_hist_Alpha360.yaml (qlib/contrib/model/pytorch_hist.py):
     an LSTM encoder over Alpha360, one day per step, early stopping on the validation IC. Qlib starts
@@ -219,5 +239,6 @@ class ReferenceOptions(_Strict):
     tcn: TCNConfig = TCNConfig()
     transformer: TransformerConfig = TransformerConfig()
     gat: GATConfig = GATConfig()
+    dtml: DTMLConfig = DTMLConfig()
     hist: HISTConfig = HISTConfig()
     master: MASTERConfig = MASTERConfig()

@@ -78,6 +78,12 @@ def _gat(o: ReferenceOptions, objective: Objective, features: Sequence[str], see
     return gat_reference(o.gat, objective, features, seed)
 
 
+def _dtml(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
+    from fedloom.references.dtml import dtml_reference
+
+    return dtml_reference(o.dtml, objective, features, seed)
+
+
 def _hist(o: ReferenceOptions, objective: Objective, features: Sequence[str], seed: int) -> Reference:
     from fedloom.references.hist import hist_reference
 
@@ -112,6 +118,9 @@ REFERENCES: dict[str, ReferenceModel] = {
     ),
     "gat": ReferenceModel(
         _gat, "reference: LSTM + attention across a day's stocks (Qlib GATs) over Alpha360", "series"
+    ),
+    "dtml": ReferenceModel(
+        _dtml, "reference: DTML, attention-LSTM contexts + market context + attention across stocks", "series"
     ),
     "hist": ReferenceModel(
         _hist, "reference: HIST, shared + hidden concepts over Alpha360 (SW industries as concepts)", "concepts"

@@ -33,9 +33,10 @@ FAST = ReferenceOptions.model_validate(
         **{
             name: {"hidden_size": 16, "batch_rows": 128, "max_epochs": 25, "early_stop": 5, "learning_rate": 0.01}
             for name in SEQUENCE_REFERENCES
-            if name != "gat"
+            if name not in ("gat", "dtml")
         },
         "gat": {"hidden_size": 16, "max_epochs": 8, "early_stop": 3, "learning_rate": 0.02, "dropout_rate": 0.0},
+        "dtml": {"hidden_size": 16, "max_epochs": 8, "early_stop": 3, "learning_rate": 0.02, "dropout_rate": 0.0},
         "transformer": {"hidden_size": 16, "batch_rows": 128, "max_epochs": 10, "early_stop": 3,
                         "learning_rate": 0.01},
         "tcn": {"hidden_size": 16, "num_layers": 2, "dropout_rate": 0.1, "batch_rows": 128, "max_epochs": 25,

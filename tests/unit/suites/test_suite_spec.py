@@ -219,3 +219,17 @@ def test_the_header_table_command_is_read_across_continuation_lines():
     text = "# x\n#   table:  fedloom table runs/suites/a runs/suites/b \\\n#  --reference fedavg/default\nname: a\n"
     assert header_table_command(text) == (["a", "b"], "fedavg/default")
     assert header_table_command("#   table:  fedloom table runs/suites/a\nname: a\n") is None
+
+
+TABLE_3_ROWS = {"local", "fedavg", "fedprox", "scaffold", "ditto", "fedit", "ffa-lora", "flora", "flexlora",
+                "feddpa", "fedsa-lora", "fedex-lora", "rpa"}  # fmt: skip  # seed 000 Table 3's federated rows
+
+
+@pytest.mark.parametrize(
+    "name", ["seed000-csi300-cpu", "seed000-fnspid-cpu", "seed000-acl18-cpu", "seed000-bigdata22-cpu"]
+)
+def test_a_headline_suite_runs_every_federated_row_of_the_seed_on_five_seeds_or_more(name: str):
+    """Issue 43: seed 000's main tables (3 and 4) at >= 5 seeds, with every federated row the seed lists."""
+    suite = load_suite(Path(__file__).parents[3] / "configs" / "suites" / f"{name}.yaml")
+    assert len({job.label.seed for job in suite.jobs}) >= 5
+    assert {job.label.method for job in suite.jobs} >= TABLE_3_ROWS

@@ -44,7 +44,13 @@ def paired_block_bootstrap(
     rng = np.random.default_rng(seed)
     draw = rng.integers(0, len(sums), size=(n_boot, len(sums)))
     means = sums[draw].sum(axis=1) / counts[draw].sum(axis=1)
-    observed = float(d.mean())
+    return draws_summary(float(d.mean()), means, confidence) | {"days": float(len(d)), "weeks": float(len(sums))}
+
+
+def draws_summary(observed: float, means: np.ndarray, confidence: float) -> dict[str, float]:
+    """The observed mean difference and, from the bootstrap's draws of it: the percentile CI, the two-sided
+    p (the share of centred draws at least as far from zero as the observation, +1 smoothed), the standard
+    error and the minimum detectable effect."""
     tail = (1 - confidence) / 2
     far = np.abs(means - observed) >= abs(observed)
     std_error = float(means.std(ddof=1))
@@ -52,9 +58,7 @@ def paired_block_bootstrap(
         "mean_difference": observed,
         "ci_low": float(np.quantile(means, tail)),
         "ci_high": float(np.quantile(means, 1 - tail)),
-        "p_value": float((far.sum() + 1) / (n_boot + 1)),
-        "days": float(len(d)),
-        "weeks": float(len(sums)),
+        "p_value": float((far.sum() + 1) / (len(means) + 1)),
         "std_error": std_error,
         "mde": minimum_detectable_effect(std_error, 1 - confidence),
     }
@@ -89,21 +93,8 @@ def paired_cluster_bootstrap(
     v = rng.multinomial(n_weeks, np.full(n_weeks, 1 / n_weeks), size=n_boot).astype(float)
     num, den = ((u @ sums) * v).sum(axis=1), ((u @ totals) * v).sum(axis=1)
     means = num[den > 0] / den[den > 0]  # a draw whose clients hold no day in its weeks has no mean
-    observed = float(sums.sum() / totals.sum())
-    tail = (1 - confidence) / 2
-    far = np.abs(means - observed) >= abs(observed)
-    std_error = float(means.std(ddof=1))
-    return {
-        "mean_difference": observed,
-        "ci_low": float(np.quantile(means, tail)),
-        "ci_high": float(np.quantile(means, 1 - tail)),
-        "p_value": float((far.sum() + 1) / (len(means) + 1)),
-        "days": float(dates.nunique()),
-        "weeks": float(n_weeks),
-        "clients": float(n_clients),
-        "std_error": std_error,
-        "mde": minimum_detectable_effect(std_error, 1 - confidence),
-    }
+    units = {"days": float(dates.nunique()), "weeks": float(n_weeks), "clients": float(n_clients)}
+    return draws_summary(float(sums.sum() / totals.sum()), means, confidence) | units
 
 
 def minimum_detectable_effect(std_error: float, alpha: float = 0.05, power: float = 0.8) -> float:

@@ -37,6 +37,10 @@ from fedloom.data.schema import SampleTable
 from fedloom.data.splits import SplitDates
 
 FILES = ("prices_sentiment.csv.gz", "news.jsonl")
+WHAT_IT_IS = (
+    "FNSPID here is prices + GPT news sentiment of 51 tickers: news text exists only for AA (2016-2024) in this "
+    "sample (AAPL's articles fall outside its price range); the other tickers' prompts carry price covariates only"
+)  # said by `fedloom data info`, `fedloom data list` and every table of FNSPID runs (issue 43)
 COVARIATES = ("ret1", "ret5", "ret20", "vol20", "hl_range", "volume_z", "sentiment_prev")
 FNSPID_TO_LOCAL = pd.Timedelta(hours=5)
 
@@ -122,5 +126,5 @@ def build_fnspid(prices: pd.DataFrame, news: pd.DataFrame, cfg: FnspidConfig) ->
         COVARIATES,
         "fnspid",
         default_partition="dirichlet",
-        notes=("news text exists only for AA (2016-2024) in this sample; other tickers have price covariates only",),
+        notes=(WHAT_IT_IS,),
     )

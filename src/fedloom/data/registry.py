@@ -39,13 +39,16 @@ class Market:
 @dataclass(frozen=True)
 class Dataset:
     """A dataset name's loader and what ``fedloom data list`` says about it; an index dataset also
-    carries its market, so a run can trade its predictions against the index (`dataset_market`)."""
+    carries its market, so a run can trade its predictions against the index (`dataset_market`), and a
+    dataset whose name promises more than the bundled files hold carries a ``caveat`` every table of it
+    prints."""
 
     load: Callable[[DataConfig], Table]
     kind: str
     summary: str
     folders: Callable[[DataConfig], dict[str, tuple[str, ...]]]
     market: Callable[[DataConfig], Market] | None = None
+    caveat: str = ""
 
 
 def _split_and_capped(load: Callable[[DataConfig], SampleTable]) -> Callable[[DataConfig], SampleTable]:
@@ -113,8 +116,9 @@ DATASETS: dict[str, Dataset] = {
     "fnspid": Dataset(
         _split_and_capped(lambda c: load_fnspid(c.data_dir, c.fnspid)),
         "regression",
-        "FNSPID prices + news text → next-day return",
+        "FNSPID prices + news sentiment (text for AA only) → next-day return",
         lambda c: {c.fnspid.folder: fnspid.FILES},
+        caveat=fnspid.WHAT_IT_IS,
     ),
     "csi300": Dataset(
         _split_and_capped(lambda c: load_qlib_cn(c.data_dir, c.qlib_cn, "csi300")),

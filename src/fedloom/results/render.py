@@ -77,6 +77,14 @@ def _text_rows(table: ResultTable, bold: str) -> tuple[list[str], list[list[str]
     return header, body
 
 
+def dataset_caveat(name: str) -> str:
+    """What a table of dataset ``name`` must say about the data (`Dataset.caveat`; none for others)."""
+    from fedloom.data.registry import DATASETS  # the loaders' modules (~0.6 s, mostly pandas): on use
+
+    spec = DATASETS.get(name)
+    return spec.caveat if spec is not None else ""
+
+
 def notes(table: ResultTable) -> list[str]:
     """What the marks mean and when a difference is inside the noise, in words."""
     lines = [
@@ -84,6 +92,9 @@ def notes(table: ResultTable) -> list[str]:
         "(at its displayed precision). Test metrics at the round chosen on validation; "
         "`final`: the models after the last round. KB per participating client and round (eq. 28).",
     ]
+    caveat = dataset_caveat(table.dataset)
+    if caveat:
+        lines.append(f"Data: {caveat}.")
     if table.selection is not None:
         e = table.selection
         lines.append(

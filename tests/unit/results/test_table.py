@@ -434,3 +434,18 @@ def test_a_ranking_table_tests_the_universe_wide_rank_ic(primary, columns, expec
     daily = pd.DataFrame(np.zeros((2, len(columns))), columns=columns)
     run = RunResult(Path("x"), "row", 0, "csi300", {"primary_metric": primary}, daily, "daily.csv")
     assert daily_column([run]) == expected
+
+
+def test_a_fnspid_table_says_what_the_bundled_fnspid_is(tmp_path: Path):
+    """Issue 43: FNSPID's tables say it is prices + sentiment with text for one ticker; others say nothing."""
+    from fedloom.data.fnspid import WHAT_IT_IS
+
+    for dataset in ("fnspid", "synthetic"):
+        folder = write_run(tmp_path / dataset / "fedavg", 0, 0.0, 0.1, noise(0))
+        summary = json.loads((folder / "summary.json").read_text())
+        (folder / "summary.json").write_text(json.dumps({**summary, "dataset": dataset}))
+
+    tables = {t.dataset: t for t in build_tables(find_runs([tmp_path]))}
+
+    assert f"Data: {WHAT_IT_IS}." in to_markdown([tables["fnspid"]]) and "news text exists only for AA" in WHAT_IT_IS
+    assert "Data:" not in to_markdown([tables["synthetic"]])

@@ -56,24 +56,23 @@ def test_predictions(
     return pd.concat(parts, ignore_index=True)
 
 
-def daily_metrics(predictions: pd.DataFrame, task_kind: str) -> pd.DataFrame:
+def daily_metrics(predictions: pd.DataFrame, task_kind: str, clients: pd.DataFrame | None = None) -> pd.DataFrame:
     """Date-indexed daily series: ``ic`` and ``rank_ic`` (macro over clients of the within-client
-    correlation), ``ic_pooled`` and ``rank_ic_pooled`` (one cross-section of every client's rows, Qlib's
-    number for a universe; regression adds pooled ``mse`` and ``mae``) or ``accuracy`` (pooled)."""
+    correlation: the mean of each date's client values in ``clients``, `client_daily_metrics`' frame of the
+    same predictions, computed here when not given), ``ic_pooled`` and ``rank_ic_pooled`` (one cross-section
+    of every client's rows, Qlib's number for a universe; regression adds pooled ``mse`` and ``mae``) or
+    ``accuracy`` (pooled)."""
     if task_kind == "classification":
         hit = (predictions["score"] == predictions["target"]).astype(float)
         return hit.groupby(pd.to_datetime(predictions["date"])).mean().to_frame("accuracy").sort_index()
-    series: dict[str, list[pd.Series]] = {"ic": [], "rank_ic": []}
-    for _, g in predictions.groupby("client"):
-        dates = g["date"].to_numpy()
-        series["ic"].append(daily_ic(g["score"].to_numpy(), g["target"].to_numpy(), dates))
-        series["rank_ic"].append(daily_rank_ic(g["score"].to_numpy(), g["target"].to_numpy(), dates))
-    out = {name: pd.concat(parts, axis=1).mean(axis=1) for name, parts in series.items() if parts}
-    score, target, dates = (predictions[c].to_numpy() for c in ("score", "target", "date"))
+    clients = client_daily_metrics(predictions, task_kind) if clients is None else clients
+    by_date = clients.groupby(level=0)
+    out = {name: by_date[name].mean().dropna() for name in ("ic", "rank_ic") if name in clients}
+    score, target = predictions["score"].to_numpy(), predictions["target"].to_numpy()
+    dates = pd.to_datetime(predictions["date"]).to_numpy()
     out |= {f"ic{POOLED}": daily_ic(score, target, dates), f"rank_ic{POOLED}": daily_rank_ic(score, target, dates)}
     if task_kind == "regression":  # predictions are returns: pooled squared and absolute error per date
         error = predictions["score"] - predictions["target"]
-        dates = predictions["date"].to_numpy()
         out |= {"mse": (error**2).groupby(dates).mean(), "mae": error.abs().groupby(dates).mean()}
     frame = pd.DataFrame(out)
     frame.index = pd.to_datetime(frame.index)

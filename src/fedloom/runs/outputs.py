@@ -46,8 +46,9 @@ def prediction_outputs(
     if predictions.empty:
         log.warning("no client has test rows: daily.csv, the portfolio and the regimes are skipped")
         return {}
-    daily = daily_metrics(predictions, task_kind)
-    out: dict[str, Any] = {"daily": daily, "clients_daily": client_daily_metrics(predictions, task_kind)}
+    clients = client_daily_metrics(predictions, task_kind)
+    daily = daily_metrics(predictions, task_kind, clients)
+    out: dict[str, Any] = {"daily": daily, "clients_daily": clients}
     pooled = [c for c in daily.columns if c.endswith(POOLED)]
     if pooled:
         out["cross_section"] = {c.removesuffix(POOLED): float(daily[c].mean()) for c in pooled}

@@ -11,6 +11,13 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 FederatedAlgorithm = Literal["local", "fedavg", "fedprox", "fedavgm", "ditto", "scaffold"]
 
 
+def _check_heads(width: int, *heads: int) -> None:
+    """Multi-head attention splits the width evenly: every head count must divide it."""
+    for h in heads:
+        if width % h:
+            raise ValueError(f"hidden_size {width} is not divisible by {h} heads")
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
@@ -173,8 +180,7 @@ class DTMLConfig(EncoderConfig):
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> DTMLConfig:
-        if self.hidden_size % self.heads:
-            raise ValueError(f"hidden_size {self.hidden_size} is not divisible by {self.heads} heads")
+        _check_heads(self.hidden_size, self.heads)
         return self
 
 
@@ -206,9 +212,7 @@ class MASTERConfig(_Strict):
 
     @model_validator(mode="after")
     def _heads_divide_width(self) -> MASTERConfig:
-        for heads in (self.temporal_heads, self.stock_heads):
-            if self.hidden_size % heads:
-                raise ValueError(f"hidden_size {self.hidden_size} is not divisible by {heads} heads")
+        _check_heads(self.hidden_size, self.temporal_heads, self.stock_heads)
         return self
 
 

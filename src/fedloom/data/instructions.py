@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from fedloom.data.files import DATA_PATH, dataset_dir
 from fedloom.data.reading import read_jsonl
-from fedloom.data.schema import TextTable
+from fedloom.data.schema import TEXT_COLUMNS, TextTable
 from fedloom.errors import DataError
 
 SENTIMENT = ("negative", "neutral", "positive")
@@ -82,7 +82,9 @@ def _read(path: Path) -> pd.DataFrame:
 def _table(parts: list[pd.DataFrame], name: str, notes: list[str]) -> TextTable:
     frame = pd.concat(parts, ignore_index=True)
     frame["references"] = frame["references"].map(tuple)
-    return TextTable(frame[["id", "task", "split", "prompt", "response", "references", "label"]], name, tuple(notes))
+    if "source" not in frame.columns:  # only the editing tasks rewrite an input text
+        frame["source"] = ""
+    return TextTable(frame[[*TEXT_COLUMNS, "source"]], name, tuple(notes))
 
 
 def gsm8k_answer(solution: str) -> str:
@@ -161,8 +163,8 @@ def load_tweeteval(data_dir: Path | str | None, cfg: TextTasksConfig) -> TextTab
     return _table(parts, "tweeteval", [note, *draw.notes])
 
 
-def _edit_rows(p: pd.DataFrame, prompt: pd.Series, refs: pd.Series) -> pd.DataFrame:
-    p["prompt"], p["label"] = prompt, ""
+def _edit_rows(p: pd.DataFrame, prompt: pd.Series, refs: pd.Series, source: pd.Series) -> pd.DataFrame:
+    p["prompt"], p["label"], p["source"] = prompt, "", source.astype(str)
     p["references"] = refs.map(lambda r: tuple(str(x) for x in r))
     p["response"] = p["references"].map(lambda r: r[0])
     return p
@@ -177,7 +179,7 @@ def load_jfleg(data_dir: Path | str | None, cfg: TextTasksConfig) -> TextTable:
         draw("dev.jsonl", dev, cfg.val_size, "val"),
         draw("test.jsonl", test, cfg.test_size, "test"),
     ]
-    parts = [_edit_rows(p, "Fix grammatical errors in this sentence: " + p["src"], p["refs"]) for p in parts]
+    parts = [_edit_rows(p, "Fix grammatical errors in this sentence: " + p["src"], p["refs"], p["src"]) for p in parts]
     note = "jfleg: no train split exists; train and val are disjoint parts of dev, test is the official test"
     return _table(parts, "jfleg", [note, *draw.notes])
 
@@ -195,7 +197,9 @@ def load_coedit(data_dir: Path | str | None, cfg: TextTasksConfig) -> TextTable:
         draw("validation.jsonl", valid, cfg.val_size, "val"),
         draw("validation.jsonl", valid, cfg.test_size, "test"),
     ]
-    parts = [_edit_rows(p, p["src"], p["tgt"].map(lambda t: (t,))) for p in parts]
+    # the text after the instruction ("Fix grammar: <text>") is what an unchanged copy would return
+    sources = [p["src"].str.split(": ", n=1).str[-1] for p in parts]
+    parts = [_edit_rows(p, p["src"], p["tgt"].map(lambda t: (t,)), s) for p, s in zip(parts, sources, strict=True)]
     return _table(parts, "coedit", draw.notes)
 
 

@@ -191,7 +191,9 @@ class TextTable:
 
     ``prompt`` is the user turn (wrapped in the backbone's chat template when tokenized), ``response``
     the target completion, ``references`` every acceptable answer text (ROUGE takes the best match) and
-    ``label`` the short answer that exact-match metrics compare (empty for free-form editing).
+    ``label`` the short answer that exact-match metrics compare (empty for free-form editing). An optional
+    ``source`` column holds the text an editing task rewrites (empty for the other tasks): what the trivial
+    predictor returns unchanged (`fedloom.runs.baseline`).
     """
 
     frame: pd.DataFrame

@@ -41,7 +41,8 @@ from fedloom.runs.report import LABELS, metric_names, summary_key
 
 CROSS_SECTION = (("rank_ic", "pooled RankIC"), ("ic", "pooled IC"))
 # metrics a constant predictor has (its IC is undefined)
-CONSTANT_SCORED = ("mse", "mae", "accuracy", "balanced_accuracy", "mcc")
+# metrics the trivial predictor is scored on (a constant has no IC); `score` is each instruction task's, and their mean
+CONSTANT_SCORED = ("mse", "mae", "accuracy", "balanced_accuracy", "mcc", "score")
 PORTFOLIO = (("annualized_return", "excess AR"), ("information_ratio", "IR"), ("max_drawdown", "MDD"))
 # seed 000 Fig. 6: the daily RankIC's spread over market regimes (one regime: --column Bear=regimes.regime/Bear)
 REGIMES = (("regime_std", "regime std"), ("worst_regime_drop", "worst regime drop"))
@@ -126,9 +127,10 @@ def default_columns(summary: Mapping[str, Any]) -> list[Column]:
         columns.append(Column(label, ("final_metrics", summary_key(primary)), higher_is_better(primary)))
     if "baseline" in summary:  # the trivial predictor beside the row (sanity before tables): training loss and test
         columns.append(Column("train loss", ("metrics", "train_loss/final_round"), False))
-        columns.append(Column("train loss const", ("baseline", "train_loss"), None))
+        if "train_loss" in summary["baseline"]:  # text tasks' trivial predictor has no teacher-forced loss
+            columns.append(Column("train loss const", ("baseline", "train_loss"), None))
         columns += [Column(f"{LABELS.get(m, m)} const", ("baseline", summary_key(m).removeprefix("personal/")), None)
-                    for m in names if m in CONSTANT_SCORED]  # fmt: skip
+                    for m in names if m.rsplit("/", 1)[-1] in CONSTANT_SCORED]  # fmt: skip
     if "cross_section" in summary:  # every client's test stocks ranked as one universe per day (Qlib's IC)
         columns += [Column(label, ("cross_section", key), True) for key, label in CROSS_SECTION]
     if "portfolio" in summary:

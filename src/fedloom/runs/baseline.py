@@ -1,18 +1,25 @@
-"""The trivial predictor beside every financial run (sanity before tables): each client's training mean
-(regression and ranking: scikit-learn's ``DummyRegressor``) or majority class (classification:
-``DummyClassifier(strategy="most_frequent")``), scored like the run's models on the same rows, and its
-training loss in the run's own units (½ on standardized targets: what a head must beat on its training rows).
+"""The trivial predictor beside every run (sanity before tables), scored like the run's models on the same rows.
 
-summary.json's ``baseline`` entry holds ``train_loss`` and ``{split}/{metric}/{macro|weighted|worst25}``.
+Financial runs: each client's training mean (regression and ranking: scikit-learn's ``DummyRegressor``) or
+majority class (classification: ``DummyClassifier(strategy="most_frequent")``), and its training loss in the
+run's own units (½ on standardized targets: what a head must beat on its training rows).
+Instruction tasks (seed 002): per client and task the most frequent training answer (ARC-C's letter, TweetEval's
+sentiment, GSM8K's final number), and for the editing tasks the input returned unchanged (the identity edit,
+grammatical error correction's trivial baseline); it has no teacher-forced loss.
+
+summary.json's ``baseline`` entry holds ``{split}/{metric}/{macro|weighted|worst25}`` and, for financial runs,
+``train_loss``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from fedloom.data.schema import ClientData, TextTable
 from fedloom.runtime.rounds import Evaluation, summarize
 from fedloom.tasks.classification import ClassificationTask
 from fedloom.tasks.generation import GenerationTask
@@ -75,3 +82,34 @@ def _train_loss(task: object, y: np.ndarray) -> float:
         return float(-(p[p > 0] * np.log(p[p > 0])).sum())
     standardized = (y - getattr(task, "target_mean", 0.0)) / getattr(task, "target_std", 1.0)
     return float(0.5 * standardized.var())
+
+
+def text_baseline(table: TextTable, task: GenerationTask, owners: Sequence[ClientData]) -> dict[str, float]:
+    """The trivial predictor of the instruction tasks over the clients (``owners``' rows index ``table``):
+    per client and task its training rows' most frequent label (the federation's where the client has
+    none of that task), or the row's ``source`` where the task has no label (editing), scored by
+    ``task.evaluate_text`` like the run's generations."""
+    frame = table.frame
+    names, labels = frame["task"].to_numpy(str), frame["label"].to_numpy(str)
+    sources = frame["source"].to_numpy(str) if "source" in frame.columns else np.full(len(frame), "")
+    pooled = _majorities(names, labels, np.concatenate([c.train for c in owners]))
+    evaluation: Evaluation = {"personal": {split: {} for split in SPLITS}}
+    for c in owners:
+        answer = {**pooled, **_majorities(names, labels, c.train)}
+        for split in SPLITS:
+            rows = c.split(split)
+            if len(rows):
+                guesses = [answer.get(names[r]) or sources[r] for r in rows]
+                scores = task.evaluate_text(guesses, rows, np.zeros(len(rows)))
+                evaluation["personal"][split][c.client_id] = {k: v for k, v in scores.items() if "loss" not in k}
+    sizes = {split: {c.client_id: len(c.split(split)) for c in owners} for split in SPLITS}
+    return {key.removeprefix("personal/"): value for key, value in summarize(evaluation, sizes).items()}
+
+
+def _majorities(names: np.ndarray, labels: np.ndarray, rows: np.ndarray) -> dict[str, str]:
+    """Each task's most frequent non-empty label over ``rows`` (ties: the smallest, like ``DummyClassifier``)."""
+    counts: dict[str, Counter[str]] = {}
+    for r in rows:
+        if labels[r]:
+            counts.setdefault(str(names[r]), Counter())[str(labels[r])] += 1
+    return {name: min(c, key=lambda label: (-c[label], label)) for name, c in counts.items()}

@@ -21,10 +21,10 @@ from torch import Tensor
 from fedloom.algorithms.base import Algorithm
 from fedloom.backbone.model import AdaptedLM
 from fedloom.backbone.peft_io import export_peft
-from fedloom.data.schema import SampleTable
+from fedloom.data.schema import SampleTable, TextTable
 from fedloom.errors import FedloomError
 from fedloom.progress import Progress
-from fedloom.runs.baseline import constant_baseline, learner_owners
+from fedloom.runs.baseline import constant_baseline, learner_owners, text_baseline
 from fedloom.runs.config import RunConfig, config_digest
 from fedloom.runs.daily import test_predictions
 from fedloom.runs.methods import build_method
@@ -37,6 +37,7 @@ from fedloom.runs.workspace import Workspace, client_heterogeneity
 from fedloom.runtime.memory import algorithm_state
 from fedloom.runtime.rounds import RoundRecord, Runtime, SimulationResult
 from fedloom.runtime.simulation import InProcessRuntime
+from fedloom.tasks.generation import GenerationTask
 
 log = logging.getLogger("fedloom")
 
@@ -81,6 +82,10 @@ def run_method(
         predicted = {rnd: t.predictions for rnd, t in tests.items() if t.predictions is not None}
         chosen = summary["selection"]["best_round"]
         summary.update(financial_outputs(cfg, ws, algorithm, result, rundir, chosen, predicted))
+    elif isinstance(ws.table, TextTable):
+        task = next(iter(ws.learners.values())).task
+        assert isinstance(task, GenerationTask)
+        summary["baseline"] = text_baseline(ws.table, task, [lrn.data for lrn in ws.learners.values()])
     finish_run(rundir, summary)
     return summary
 

@@ -65,12 +65,15 @@ def test_tweeteval_trains_on_part_of_test_and_says_so():
     source = t.frame["id"].str.split("-").str[1]
     assert (source[t.frame["split"] != "val"] == "test").all() and (source[t.frame["split"] == "val"] == "val").all()
     assert any("no train split" in n for n in t.notes)
+    assert (t.frame["source"] == "").all()  # only the editing tasks rewrite an input
 
 
 @shared
 def test_jfleg_has_four_references_and_caps_requests():
     t = load_jfleg(SHARED_DATA, TextTasksConfig(train_size=750, val_size=10, test_size=5))
     assert (t.frame["references"].map(len) == 4).all() and (t.frame["label"] == "").all()
+    # the sentence to correct, unchanged: what the trivial predictor returns (the prompt ends with it)
+    assert all(p.endswith(": " + s) and s for p, s in zip(t.frame["prompt"], t.frame["source"], strict=True))
     assert (t.frame["split"] == "val").sum() == 4  # dev has 754 rows: 750 train leave 4
     assert any("asked for 10 val examples" in n for n in t.notes) and any("no train split" in n for n in t.notes)
 
@@ -88,6 +91,7 @@ def test_coedit_loader_on_the_fixture():
         "Fix coherence",
     }
     assert row["references"] == (row["response"],)
+    assert row["prompt"].endswith(": " + row["source"]) and ":" not in row["source"][:1]  # the instruction cut off
 
 
 def test_coedit_format_errors_name_the_file(tmp_path):

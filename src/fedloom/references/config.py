@@ -154,6 +154,11 @@ class TransformerConfig(SequenceConfig):
     early_stop: int = Field(5, ge=1)
     heads: int = Field(2, ge=1, description="attention heads (d_model must be divisible by them)")
 
+    @model_validator(mode="after")
+    def _heads_divide_width(self) -> TransformerConfig:
+        _check_heads(self.hidden_size, self.heads)
+        return self
+
 
 class GATConfig(EncoderConfig):
     """workflow_config_gats_Alpha360.yaml (qlib/contrib/model/pytorch_gats.py): an LSTM encoder, then

@@ -11,7 +11,7 @@ import torch
 
 from fedloom.data.alpha import ALPHA360
 from fedloom.errors import ConfigError
-from fedloom.references.config import TCNConfig
+from fedloom.references.config import TCNConfig, TransformerConfig
 from fedloom.references.sequence import TemporalConv, as_series, sequence_layout, sinusoidal
 
 
@@ -63,3 +63,9 @@ def test_a_price_feature_window_is_a_grid_and_the_plain_features_say_how_to_get_
     assert sequence_layout(window_names(GLT_FEATURES, 3)) == (11, 3)  # adj_sum_5_2: field adj_sum_5, lag 2
     with pytest.raises(ConfigError, match="feature_window"):
         sequence_layout(list(GLT_FEATURES))
+
+
+def test_the_transformers_heads_must_divide_its_width() -> None:
+    assert TransformerConfig(hidden_size=64, heads=4).heads == 4
+    with pytest.raises(ValueError, match="hidden_size 64 is not divisible by 3 heads"):
+        TransformerConfig(hidden_size=64, heads=3)

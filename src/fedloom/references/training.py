@@ -31,7 +31,7 @@ def fit_and_score(
     seed: int,
     progress: Progress | None = None,
 ) -> tuple[np.ndarray, dict[str, dict[str, float]]]:
-    """Scores of every client's validation and test rows (NaN elsewhere) and what each fit chose,
+    """Scores of every client's rows (training rows in sample: the reference's train loss) and what each fit chose,
     keyed ``pooled`` or by client; ``features`` names the columns of ``x``, ``days`` dates its rows.
     ``progress`` hears of each fit and, from the neural references, of each validation check."""
     scores = np.full(len(y), np.nan, dtype=np.float32)
@@ -54,7 +54,7 @@ def fit_and_score(
         model = REFERENCES[name].build(options, objective, features, derive_seed(seed, "reference", key) % 2**31)
         info = model.fit(Fold(x[train], y[train], days[train]), Fold(x[valid], y[valid], days[valid]), progress)
         fits[key] = {"train_rows": float(len(train)), **info}
-        scored = np.concatenate([np.concatenate([c.val, c.test]) for c in members])
+        scored = np.concatenate([np.concatenate([c.train, c.val, c.test]) for c in members])
         if len(scored):
             scores[scored] = model.predict(x[scored], days[scored])
             if objective.kind == "regression" and np.ptp(scores[scored]) == 0:
@@ -79,7 +79,7 @@ def federated_fit(
     if not train:
         raise ValueError(f"{name} (federated): no client has training rows")
     info = model.fit_moments(train, valid)
-    scored = np.concatenate([np.concatenate([c.val, c.test]) for c in clients])
+    scored = np.concatenate([np.concatenate([c.train, c.val, c.test]) for c in clients])
     if len(scored):
         scores[scored] = model.predict(x[scored])
     rows = float(sum(len(c.train) for c in clients))

@@ -31,11 +31,12 @@ from fedloom.runs.outputs import finish_run, prediction_outputs, record_outputs
 from fedloom.runs.rundir import RunDirectory
 from fedloom.runs.summary import build_summary
 from fedloom.runs.workspace import Workspace, data_owners
-from fedloom.runtime.rounds import Evaluation, RoundRecord, SimulationResult, summarize
+from fedloom.runtime.rounds import Evaluation, RoundRecord, SimulationResult, mean_train_loss, summarize
 from fedloom.seeding import derive_seed, generator
 from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.learner import Learner
 from fedloom.tasks.registry import make_task
+from fedloom.tasks.regression import RegressionTask
 
 EVALUATED = ("val", "test")
 
@@ -63,6 +64,20 @@ def reference_owners(table: SampleTable, clients: list[ClientData], eval_targets
 
         owners.append(Owner(c.client_id, task, table.targets[c.train], {s: len(c.split(s)) for s in SPLITS}, score))
     return owners
+
+
+def reference_train_losses(
+    owners: list[Owner], clients: list[ClientData], scores: np.ndarray
+) -> dict[str, dict[str, float]]:
+    """Each client's loss on its own training rows in the LLM rows' units: ½·MSE of the standardized targets
+    (`RegressionTask.loss`; ranking targets are standardized already), what "train loss const" is the
+    constant's. Classification references predict classes, not probabilities: no cross-entropy, no entry."""
+    out = {}
+    for c, owner in zip(clients, owners, strict=True):
+        if isinstance(owner.task, RegressionTask) and len(c.train):
+            residual = (scores[c.train] - owner.train_targets) / owner.task.target_std
+            out[c.client_id] = {"train_loss": float(0.5 * np.mean(residual.astype(np.float64) ** 2))}
+    return out
 
 
 def evaluate_scores(owners: list[Owner], clients: list[ClientData], scores: np.ndarray) -> Evaluation:
@@ -158,8 +173,9 @@ def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -
     sizes = {s: {c.client_id: len(c.split(s)) for c in clients} for s in ("train", *EVALUATED)}
     metrics = summarize(evaluation, sizes)
     ids = [c.client_id for c in clients]
-    record = RoundRecord(1, ids, seconds={"fit": wall}, diagnostics={"fit": fit_info}, evaluation=evaluation,
-                         summary=metrics)  # fmt: skip
+    train = reference_train_losses(owners, clients, scores)
+    record = RoundRecord(1, ids, train=train, seconds={"fit": wall}, diagnostics={"fit": fit_info},
+                         evaluation=evaluation, summary=metrics)  # fmt: skip
     rundir = RunDirectory(out)
     rundir.write_config(cfg)
     rundir.write_env({"runtime": "reference", "mode": options.mode, "setup_seconds": {"data": setup}})
@@ -169,6 +185,8 @@ def run_reference(cfg: RunConfig, out: Path, progress: Progress | None = None) -
     result = SimulationResult(Record({}), {}, [record])
     summary = build_summary(cfg, result, wall, str(out), primary, table.synthetic, {})
     summary["reference"]["fits"] = fit_info
+    if train:  # beside the constant's "train loss const", like a method's last round
+        summary["metrics"]["train_loss/final_round"] = mean_train_loss(record)
     summary["baseline"] = constant_baseline(owners)
     test = np.concatenate([c.test for c in clients])
     owner = np.concatenate([[c.client_id] * len(c.test) for c in clients])

@@ -133,3 +133,21 @@ def test_an_instruction_run_reports_the_trivial_predictor_and_the_table_shows_it
     labels = [c.label for c in table.columns]
     assert {"train loss", "score const", "jfleg/score const"} <= set(labels) and "train loss const" not in labels
     assert table.rows[0].cells["score const"].mean == pytest.approx(baseline["test/score/macro"])
+
+
+def test_a_local_ridge_probe_fits_each_clients_training_rows_at_least_as_well_as_its_constant(tmp_path):
+    """Ridge with an unpenalized intercept minimizes MSE + α·|w|², which at w = 0 is the constant's MSE:
+    in sample it can never lose to the client's training mean, whatever α validation picks."""
+    import json
+
+    from fedloom.runs import run
+
+    cfg = small_config(
+        method="ridge-probe", **{"references.mode": "local", "references.ridge_probe.inputs": "covariates"}
+    )
+    summary = run(cfg, tmp_path / "probe")
+    (record,) = [json.loads(line) for line in (tmp_path / "probe" / "metrics.jsonl").read_text().splitlines()]
+    losses = {c: m["train_loss"] for c, m in record["train"].items()}
+    assert set(losses) == set(summary["per_client"]) and all(0 < v <= 0.5 + 1e-6 for v in losses.values()), losses
+    assert summary["metrics"]["train_loss/final_round"] == pytest.approx(np.mean(list(losses.values())))
+    assert summary["baseline"]["train_loss"] == pytest.approx(0.5)

@@ -15,15 +15,12 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-
 from fedloom.data.registry import load_dataset
 from fedloom.data.schema import TextTable
 from fedloom.runs.baseline import text_baseline
 from fedloom.runs.config import load_config
 from fedloom.runs.rundir import RunDirectory
 from fedloom.runs.workspace import data_owners
-from fedloom.tasks.generation import GenerationTask
 
 
 def backfill(run: Path) -> bool:
@@ -35,10 +32,7 @@ def backfill(run: Path) -> bool:
     table = load_dataset(cfg.dataset, cfg.data)
     if not isinstance(table, TextTable):
         return False
-    f = table.frame
-    task = GenerationTask(f["task"].to_numpy(str), f["label"].to_numpy(str), list(f["references"]),
-                          np.zeros(len(f), dtype=np.int64))  # fmt: skip
-    summary["baseline"] = text_baseline(table, task, data_owners(cfg, table))
+    summary["baseline"] = text_baseline(table, data_owners(cfg, table))
     RunDirectory(run).write_summary(summary)
     return True
 

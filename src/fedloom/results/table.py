@@ -40,7 +40,6 @@ from fedloom.results.load import DAILY_FILES, RunResult
 from fedloom.runs.report import LABELS, metric_names, summary_key
 
 CROSS_SECTION = (("rank_ic", "pooled RankIC"), ("ic", "pooled IC"))
-# metrics a constant predictor has (its IC is undefined)
 # metrics the trivial predictor is scored on (a constant has no IC); `score` is each instruction task's, and their mean
 CONSTANT_SCORED = ("mse", "mae", "accuracy", "balanced_accuracy", "mcc", "score")
 PORTFOLIO = (("annualized_return", "excess AR"), ("information_ratio", "IR"), ("max_drawdown", "MDD"))

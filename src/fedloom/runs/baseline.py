@@ -84,12 +84,12 @@ def _train_loss(task: object, y: np.ndarray) -> float:
     return float(0.5 * standardized.var())
 
 
-def text_baseline(table: TextTable, task: GenerationTask, owners: Sequence[ClientData]) -> dict[str, float]:
+def text_baseline(table: TextTable, owners: Sequence[ClientData]) -> dict[str, float]:
     """The trivial predictor of the instruction tasks over the clients (``owners``' rows index ``table``):
     per client and task its training rows' most frequent label (the federation's where the client has
     none of that task), or the row's ``source`` where the task has no label (editing), scored by
-    ``task.evaluate_text`` like the run's generations."""
-    frame = table.frame
+    `GenerationTask.evaluate_text` like the run's generations."""
+    frame, task = table.frame, GenerationTask.of(table)
     names, labels = frame["task"].to_numpy(str), frame["label"].to_numpy(str)
     sources = frame["source"].to_numpy(str) if "source" in frame.columns else np.full(len(frame), "")
     pooled = _majorities(names, labels, np.concatenate([c.train for c in owners]))

@@ -37,7 +37,6 @@ from fedloom.runs.workspace import Workspace, client_heterogeneity
 from fedloom.runtime.memory import algorithm_state
 from fedloom.runtime.rounds import RoundRecord, Runtime, SimulationResult
 from fedloom.runtime.simulation import InProcessRuntime
-from fedloom.tasks.generation import GenerationTask
 
 log = logging.getLogger("fedloom")
 
@@ -83,9 +82,7 @@ def run_method(
         chosen = summary["selection"]["best_round"]
         summary.update(financial_outputs(cfg, ws, algorithm, result, rundir, chosen, predicted))
     elif isinstance(ws.table, TextTable):
-        task = next(iter(ws.learners.values())).task
-        assert isinstance(task, GenerationTask)
-        summary["baseline"] = text_baseline(ws.table, task, [lrn.data for lrn in ws.learners.values()])
+        summary["baseline"] = text_baseline(ws.table, [lrn.data for lrn in ws.learners.values()])
     finish_run(rundir, summary)
     return summary
 

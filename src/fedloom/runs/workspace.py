@@ -119,9 +119,7 @@ def _tokens(cfg: RunConfig, table: Table, lm: AdaptedLM) -> tuple[Ragged, Genera
     prompts = cached_ragged(cache, key + "|prompts", lambda: both()[0])
     responses = cached_ragged(cache, key + "|responses", lambda: both()[1])
     rows = [torch.cat([prompts.row(i), responses.row(i)]) for i in range(len(table))]
-    f = table.frame
-    task = GenerationTask(f["task"].to_numpy(str), f["label"].to_numpy(str), list(f["references"]),
-                          prompts.lengths, dict(cfg.generation.max_new_tokens))  # fmt: skip
+    task = GenerationTask.of(table, prompts.lengths, cfg.generation.max_new_tokens)
     return Ragged.from_rows(rows, torch.int64), task
 
 

@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedloom.data.instructions import DEFAULT_NEW_TOKENS
+from fedloom.data.schema import TextTable
 from fedloom.metrics.text import choice_accuracy_score, exact_match_score, label_accuracy_score, rouge_f1
 
 SENTIMENT = ("negative", "neutral", "positive")
@@ -38,6 +39,19 @@ class GenerationTask:
     prompt_lengths: np.ndarray
     max_new_tokens: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_NEW_TOKENS))
     primary_metric: ClassVar[str] = "score"
+
+    @classmethod
+    def of(
+        cls,
+        table: TextTable,
+        prompt_lengths: np.ndarray | None = None,
+        max_new_tokens: Mapping[str, int] | None = None,
+    ) -> GenerationTask:
+        """The task of ``table``'s rows; without ``prompt_lengths`` (scoring only: `evaluate_text`) none is known."""
+        f = table.frame
+        lengths = np.zeros(len(f), dtype=np.int64) if prompt_lengths is None else prompt_lengths
+        budgets = dict(DEFAULT_NEW_TOKENS if max_new_tokens is None else max_new_tokens)
+        return cls(f["task"].to_numpy(str), f["label"].to_numpy(str), list(f["references"]), lengths, budgets)
 
     def init_head(self, hidden_size: int, generator: torch.Generator) -> dict[str, Tensor]:
         return {}

@@ -78,12 +78,9 @@ def _text_table():
 
 def test_the_text_trivial_predictor_answers_each_clients_majority_and_copies_what_it_edits():
     from fedloom.runs.baseline import text_baseline
-    from fedloom.tasks.generation import GenerationTask
 
     table, owners = _text_table()
-    f = table.frame
-    task = GenerationTask(f["task"].to_numpy(str), f["label"].to_numpy(str), list(f["references"]), np.zeros(len(f)))
-    got = text_baseline(table, task, owners)
+    got = text_baseline(table, owners)
     # client a: majority B (2 of 3) → test B, C: 0.5. client b: its own ARC majority C (row 10) → D: 0;
     # its sentiments tie 1-1 → "negative" (the smaller, like DummyClassifier) → 1; the edit copied unchanged
     assert got["test/arc_challenge/score/macro"] == pytest.approx((0.5 + 0.0) / 2)
@@ -97,16 +94,13 @@ def test_the_text_trivial_predictor_answers_each_clients_majority_and_copies_wha
 
 def test_a_client_without_training_rows_of_a_task_answers_the_federations_majority():
     from fedloom.runs.baseline import text_baseline
-    from fedloom.tasks.generation import GenerationTask
 
     table, (a, b) = _text_table()
     b = type(b)("b", b.train[b.train != 10], b.val, b.test)  # b no longer trains on ARC: the federation says B
-    f = table.frame
-    task = GenerationTask(f["task"].to_numpy(str), f["label"].to_numpy(str), list(f["references"]), np.zeros(len(f)))
-    got = text_baseline(table, task, [a, b])
+    got = text_baseline(table, [a, b])
     assert got["test/arc_challenge/score/macro"] == pytest.approx((0.5 + 0.0) / 2)  # b's test D: B still misses
     b_test = type(b)("b", b.train, b.val, np.array([9, 3]))  # give b a B-row too: the pooled guess B hits it
-    got = text_baseline(table, task, [a, b_test])
+    got = text_baseline(table, [a, b_test])
     assert got["test/arc_challenge/score/macro"] == pytest.approx((0.5 + 0.5) / 2)
 
 

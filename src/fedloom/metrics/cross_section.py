@@ -14,7 +14,15 @@ POOLED = "_pooled"  # suffix of a daily series computed on one cross-section of 
 CLIENT_WEIGHTS = {"ic": "clients", "rank_ic": "clients", "mse": "rows", "mae": "rows", "accuracy": "rows"}
 """How each of these daily series (a run's daily.csv) combines the clients' own values of the day (clients.csv):
 an equal share per client with a value (the macro IC / RankIC) or each client's share of the day's rows (the
-pooled errors and accuracy). The pooled correlations (``*_pooled``) do not split into clients and have none."""
+pooled errors and accuracy). The pooled correlations (``*_pooled``) do not split into clients as a mean does;
+each client's share of the day's cross-section is its `MOMENTS` instead (`client_moments`, `pooled_correlation`)."""
+
+MOMENTS = ("n", "sx", "sy", "sxx", "syy", "sxy")
+"""A client's share of one day's pooled correlation: its rows' count and sums of x, y, x², y², xy, where x is the
+prediction and y the target (``ic_pooled``) or their ranks within the whole day's universe (``rank_ic_pooled``).
+Sums add over any multiset of clients, so a bootstrap that redraws clients recomputes the universe-wide IC /
+RankIC of the drawn owners' names exactly (`pooled_correlation`); summed over every client they give the day's
+``*_pooled`` value."""
 
 
 def daily_ic(predictions: np.ndarray, targets: np.ndarray, dates: np.ndarray) -> pd.Series:
@@ -43,6 +51,42 @@ def ic_summary(predictions: np.ndarray, targets: np.ndarray, dates: np.ndarray) 
         "rank_ic": float(rank_ic.mean()),
         "rank_icir": information_ratio(rank_ic),
     }
+
+
+def moment_columns(column: str) -> list[str]:
+    """clients.csv's names of a pooled series' `MOMENTS`: ``ic_pooled`` → ``ic_pooled_n``, ``ic_pooled_sx``, …"""
+    return [f"{column}_{m}" for m in MOMENTS]
+
+
+def client_moments(
+    predictions: np.ndarray, targets: np.ndarray, dates: np.ndarray, clients: np.ndarray
+) -> pd.DataFrame:
+    """Per (date, client): the `MOMENTS` of ``ic_pooled`` (raw values) and of ``rank_ic_pooled`` (each day's
+    average ranks over every client's rows, as Spearman's correlation takes them), each centred on the day's
+    mean over the universe, under `moment_columns`' names. Rows with a missing prediction or target are left
+    out, as the correlations leave them out."""
+    frame = pd.DataFrame({"x": np.asarray(predictions, float), "y": np.asarray(targets, float), "date": dates,
+                          "client": np.asarray(clients).astype(str)}).dropna()  # fmt: skip
+    by_day = frame.groupby("date")
+    ranks = frame.assign(x=by_day["x"].rank(method="average"), y=by_day["y"].rank(method="average"))
+    parts = []
+    for column, f in ((f"ic{POOLED}", frame), (f"rank_ic{POOLED}", ranks)):
+        day = f.groupby("date")[["x", "y"]].transform("mean")  # centred on the day's universe: the same shift for
+        f = f.assign(x=f.x - day.x, y=f.y - day.y)  # every client leaves each correlation as is, and the sums exact
+        sums = f.assign(n=1.0, sx=f.x, sy=f.y, sxx=f.x**2, syy=f.y**2, sxy=f.x * f.y).groupby(["date", "client"])
+        parts.append(sums[list(MOMENTS)].sum().set_axis(moment_columns(column), axis=1))
+    return pd.concat(parts, axis=1)
+
+
+def pooled_correlation(moments: np.ndarray) -> np.ndarray:
+    """Pearson's correlation from summed `MOMENTS` on the last axis: (n·Σxy − ΣxΣy) / √((n·Σx² − (Σx)²)(n·Σy² −
+    (Σy)²)); NaN with fewer than two rows or a constant side (the days `_daily_corr` leaves out)."""
+    n, sx, sy, sxx, syy, sxy = np.moveaxis(np.asarray(moments, float), -1, 0)
+    vx, vy = n * sxx - sx**2, n * syy - sy**2
+    scale = np.maximum(np.abs(n * sxx), np.abs(n * syy)) * 1e-12  # round-off of a constant side's variance
+    ok = (n >= 2) & (vx > scale) & (vy > scale)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(ok, (n * sxy - sx * sy) / np.sqrt(np.where(ok, vx * vy, 1.0)), np.nan)
 
 
 def _daily_corr(predictions: np.ndarray, targets: np.ndarray, dates: np.ndarray, method: str) -> pd.Series:

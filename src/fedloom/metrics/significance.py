@@ -12,7 +12,9 @@ one client's, shifts every week alike and can pass as significant. `paired_t_tes
 question — do the per-seed (or per-client) mean differences stay away from zero — with a paired t-test
 over the seeds (clients) both methods ran. `paired_cluster_bootstrap` resamples clients and weeks at once
 (the two-way "pigeonhole" bootstrap: every drawn client on every drawn week), so a difference must hold
-across both the data owners and the calendar to pass.
+across both the data owners and the calendar to pass. `paired_pooled_bootstrap` does the same for a
+correlation of the whole universe (one cross-section a day, which no mean over clients gives): it recomputes
+each day's correlation on the drawn clients' names from their summed moments.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from statistics import NormalDist
 
 import numpy as np
 import pandas as pd
+
+from fedloom.metrics.cross_section import pooled_correlation
 
 
 def week_blocks(dates: pd.DatetimeIndex) -> np.ndarray:
@@ -95,6 +99,60 @@ def paired_cluster_bootstrap(
     means = num[den > 0] / den[den > 0]  # a draw whose clients hold no day in its weeks has no mean
     units = {"days": float(dates.nunique()), "weeks": float(n_weeks), "clients": float(n_clients)}
     return draws_summary(float(sums.sum() / totals.sum()), means, confidence) | units
+
+
+def paired_pooled_bootstrap(
+    a: Sequence[np.ndarray],
+    b: Sequence[np.ndarray],
+    dates: pd.DatetimeIndex,
+    n_boot: int = 10_000,
+    confidence: float = 0.95,
+    seed: int = 0,
+    chunk: int = 500,
+) -> dict[str, float]:
+    """Two-way bootstrap of the difference in a universe-wide daily correlation (``ic_pooled``, ``rank_ic_pooled``).
+
+    ``a[s]`` and ``b[s]`` hold seed s's `metrics.cross_section.MOMENTS` per client and day (shape clients × days
+    × 6 on one client order and on ``dates``; zeros where a client has no rows). The observed value is the mean
+    over days of the difference of the seed-mean daily correlations (`paired_block_bootstrap`'s on the same
+    series). A draw takes clients and calendar weeks with replacement: each day's correlation is recomputed on
+    the drawn clients' names, counted with their multiplicities (`pooled_correlation` of uᵀ·moments), and the
+    days are weighted by their week's multiplicity. A difference must then hold across the owners whose names
+    make the cross-section, not only across the calendar. CI, p and minimum detectable effect as in
+    `paired_block_bootstrap`."""
+    if not a or len(a) != len(b):
+        raise ValueError(f"need the same seeds on both sides, got {len(a)} and {len(b)}")
+    n_clients = a[0].shape[0]
+    _, week = np.unique(week_blocks(pd.DatetimeIndex(dates)), return_inverse=True)
+    n_weeks = int(week.max(initial=-1)) + 1
+    if n_clients < 2 or n_weeks < 2:
+        raise ValueError(f"need at least 2 clients and 2 weeks, got {n_clients} and {n_weeks}")
+
+    def difference(u: np.ndarray) -> np.ndarray:  # draws × days: seed-mean correlation of a minus b's
+        sides = []
+        for side in (a, b):
+            r = np.stack([pooled_correlation(np.einsum("bc,ctk->btk", u, m)) for m in side])
+            count = np.isfinite(r).sum(axis=0)
+            with np.errstate(invalid="ignore"):
+                sides.append(np.where(count > 0, np.nansum(r, axis=0) / np.maximum(count, 1), np.nan))
+        return sides[0] - sides[1]
+
+    d = difference(np.ones((1, n_clients)))[0]
+    if np.isfinite(d).sum() < 2:
+        raise ValueError(f"need at least 2 days with both correlations, got {int(np.isfinite(d).sum())}")
+    rng = np.random.default_rng(seed)
+    means = []
+    for start in range(0, n_boot, chunk):
+        size = min(chunk, n_boot - start)
+        u = rng.multinomial(n_clients, np.full(n_clients, 1 / n_clients), size=size).astype(float)
+        v = rng.multinomial(n_weeks, np.full(n_weeks, 1 / n_weeks), size=size).astype(float)[:, week]
+        drawn = difference(u)
+        w = np.where(np.isfinite(drawn), v, 0.0)
+        total = w.sum(axis=1)
+        means.append((np.nansum(drawn * w, axis=1) / np.where(total > 0, total, 1.0))[total > 0])
+    units = {"days": float(np.isfinite(d).sum()), "weeks": float(np.unique(week[np.isfinite(d)]).size),
+             "clients": float(n_clients)}  # fmt: skip
+    return draws_summary(float(np.nanmean(d)), np.concatenate(means), confidence) | units
 
 
 def minimum_detectable_effect(std_error: float, alpha: float = 0.05, power: float = 0.8) -> float:

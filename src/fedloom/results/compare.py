@@ -13,8 +13,13 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
-from fedloom.metrics.cross_section import CLIENT_WEIGHTS, POOLED
-from fedloom.metrics.significance import paired_block_bootstrap, paired_cluster_bootstrap, paired_t_test
+from fedloom.metrics.cross_section import CLIENT_WEIGHTS, POOLED, moment_columns
+from fedloom.metrics.significance import (
+    paired_block_bootstrap,
+    paired_cluster_bootstrap,
+    paired_pooled_bootstrap,
+    paired_t_test,
+)
 from fedloom.results.load import RunResult
 from fedloom.runs.report import summary_key
 
@@ -77,7 +82,8 @@ def corrected(comparisons: Sequence[Comparison | None]) -> list[Comparison | Non
 
 def compare_daily(rows: Sequence[RunResult], reference: Sequence[RunResult], column: str) -> Comparison | None:
     """Bootstrap of the seed-mean daily ``column`` over the seeds both rows ran — over clients and weeks
-    where `client_cells` has the column's cells, else over weeks; None without common seeds or with fewer
+    where `client_cells` has the column's cells or `pooled_moments` the universe-wide column's moments, else
+    over weeks; None without common seeds or with fewer
     than two trading weeks of common days."""
     mine, theirs = _by_seed(rows, column), _by_seed(reference, column)
     seeds = sorted(set(mine) & set(theirs))
@@ -97,9 +103,13 @@ def compare_daily(rows: Sequence[RunResult], reference: Sequence[RunResult], col
         t["mean_difference"], t["ci_low"], t["ci_high"], t["p_value"], int(t["days"]), len(seeds), by_seed["p_value"],
         mde=t["mde"],
     )  # fmt: skip
-    cells = client_cells(rows, reference, column, seeds)
+    cells, moments = client_cells(rows, reference, column, seeds), pooled_moments(rows, reference, column, seeds)
+    c: dict[str, float] | None
     try:
-        c = paired_cluster_bootstrap(*cells) if cells is not None else None
+        if cells is not None:
+            c = paired_cluster_bootstrap(*cells)
+        else:
+            c = paired_pooled_bootstrap(*moments) if moments is not None else None
     except ValueError:  # one client, or one week, with cells
         c = None
     if c is None:
@@ -132,11 +142,37 @@ def client_cells(
     return d, share
 
 
-def _clients_by_seed(runs: Sequence[RunResult], column: str) -> dict[int, pd.DataFrame]:
+def pooled_moments(
+    rows: Sequence[RunResult], reference: Sequence[RunResult], column: str, seeds: Sequence[int]
+) -> tuple[list[np.ndarray], list[np.ndarray], pd.DatetimeIndex] | None:
+    """Per seed, each row's clients × days × `MOMENTS` of the universe-wide ``column`` (``*_pooled``) on one
+    client order and the days both rows have, for `paired_pooled_bootstrap`; None unless ``column`` is pooled and
+    every run of both rows on ``seeds`` wrote its moments in clients.csv."""
+    if not column.endswith(POOLED):
+        return None
+    names = moment_columns(column)
+    mine, theirs = _clients_by_seed(rows, names), _clients_by_seed(reference, names)
+    if not all(s in mine and s in theirs for s in seeds):
+        return None
+    frames = [side[s] for side in (mine, theirs) for s in seeds]
+    clients = sorted({str(c) for f in frames for c in f.index.get_level_values(1)})
+    days = sorted(set.intersection(*(set(f.index.get_level_values(0)) for f in frames)))
+    grid = pd.MultiIndex.from_product([days, clients])
+    arrays = [
+        f.groupby(level=[0, 1])[names].sum().reindex(grid, fill_value=0.0).to_numpy()
+        .reshape(len(days), len(clients), len(names)).transpose(1, 0, 2)
+        for f in frames
+    ]  # fmt: skip
+    return arrays[: len(seeds)], arrays[len(seeds) :], pd.DatetimeIndex(days)
+
+
+def _clients_by_seed(runs: Sequence[RunResult], columns: str | Sequence[str]) -> dict[int, pd.DataFrame]:
+    """Per seed, clients.csv indexed by (date, client): ``rows`` and the metric ``columns`` (one name: with rows)."""
+    wanted = ["rows", columns] if isinstance(columns, str) else list(columns)
     return {
-        r.seed: r.clients.set_index("client", append=True)[["rows", column]]
+        r.seed: r.clients.set_index("client", append=True)[wanted]
         for r in runs
-        if r.clients is not None and column in r.clients
+        if r.clients is not None and all(c in r.clients for c in wanted)
     }
 
 

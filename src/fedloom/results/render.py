@@ -140,8 +140,9 @@ def _resampled(table: ResultTable) -> str:
     both = sum(c.resampled == CLIENTS_WEEKS for c in compared)
     weeks = "over trading weeks (blocks of a calendar week)"
     joint = ("that resamples clients and trading weeks jointly (every drawn client on every drawn week, from the "
-             "runs' clients.csv: a difference must hold across data owners and calendar; `weeks p`: the same over "
-             "weeks alone)")  # fmt: skip
+             "runs' clients.csv; a universe-wide correlation is recomputed each day on the drawn clients' "
+             "names: a difference must hold across data owners and calendar; `weeks p`: the same over weeks "
+             "alone)")  # fmt: skip
     if both == 0:
         return weeks
     if both == len(compared):

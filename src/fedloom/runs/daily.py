@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from fedloom.algorithms.base import Algorithm, Record
-from fedloom.metrics.cross_section import POOLED, daily_ic, daily_rank_ic
+from fedloom.metrics.cross_section import POOLED, client_moments, daily_ic, daily_rank_ic
 from fedloom.metrics.regimes import fit_regime_thresholds, label_regimes, per_regime_mean, regime_stability
 from fedloom.runtime.memory import algorithm_state
 from fedloom.tasks.learner import Learner
@@ -82,7 +82,9 @@ def daily_metrics(predictions: pd.DataFrame, task_kind: str, clients: pd.DataFra
 def client_daily_metrics(predictions: pd.DataFrame, task_kind: str) -> pd.DataFrame:
     """Date-indexed, one line per client and date: ``client``, ``rows`` (its test rows that day) and its own
     value of every `metrics.cross_section.CLIENT_WEIGHTS` column `daily_metrics` writes for ``task_kind``; weighted as
-    `CLIENT_WEIGHTS` says, they average back to daily.csv's columns."""
+    `CLIENT_WEIGHTS` says, they average back to daily.csv's columns. Regression and ranking add the client's
+    `MOMENTS` of the day's universe-wide correlations (`client_moments`): summed over the clients they give
+    daily.csv's ``ic_pooled`` and ``rank_ic_pooled``."""
     parts = []
     for cid, g in predictions.groupby("client", sort=True):
         dates = pd.to_datetime(g["date"]).to_numpy()
@@ -102,6 +104,10 @@ def client_daily_metrics(predictions: pd.DataFrame, task_kind: str) -> pd.DataFr
     out = pd.concat(parts)
     out.index = pd.to_datetime(out.index)
     out.index.name = "date"
+    if task_kind != "classification":  # each client's share of the universe-wide correlations of the day
+        dates = pd.to_datetime(predictions["date"]).to_numpy()
+        moments = client_moments(predictions["score"], predictions["target"], dates, predictions["client"])
+        out = out.set_index("client", append=True).join(moments).reset_index("client")
     return out.sort_index(kind="stable")
 
 

@@ -9,7 +9,15 @@ from hypothesis import strategies as st
 from scipy.stats import pearsonr, spearmanr
 from sklearn import metrics as skm
 
-from fedloom.metrics.cross_section import daily_ic, daily_rank_ic, ic_summary, information_ratio
+from fedloom.metrics.cross_section import (
+    client_moments,
+    daily_ic,
+    daily_rank_ic,
+    ic_summary,
+    information_ratio,
+    moment_columns,
+    pooled_correlation,
+)
 from fedloom.metrics.federated import macro_mean, weighted_mean, worst_quartile_mean
 from fedloom.metrics.regression import mean_absolute_error, mean_squared_error
 
@@ -72,3 +80,36 @@ def test_ic_summary_is_qlibs_signal_table():
             "rank_icir": ric.mean() / ric.std(ddof=1),
         }
     )
+
+
+@settings(deadline=None, max_examples=40)
+@given(st.integers(0, 10_000), st.integers(2, 5), st.booleans())
+def test_the_clients_moments_give_the_universe_wide_ic_and_rank_ic_of_any_multiset_of_clients(seed, n_clients, ties):
+    """Issue 43: summed over every client, the moments are scipy's Pearson / Spearman correlation of the day's
+    whole cross-section; weighted by a multiset of clients they are the Pearson correlation of those clients'
+    rows repeated as often as drawn (of the universe's ranks, for rank_ic) — what the pooled bootstrap needs."""
+    rng = np.random.default_rng(seed)
+    n = 12
+    score = rng.normal(size=n).round(0 if ties else 6)  # rounding to integers makes ties in the ranks
+    target = rng.normal(size=n)
+    client = np.concatenate([np.arange(n_clients), rng.integers(0, n_clients, n - n_clients)]).astype(str)
+    dates = np.full(n, np.datetime64("2024-01-02"))
+    moments = client_moments(score, target, dates, client)
+    for column, reference in (("ic_pooled", pearsonr), ("rank_ic_pooled", spearmanr)):
+        summed = moments[moment_columns(column)].to_numpy().sum(axis=0)
+        expected = reference(score, target).statistic if np.ptp(score) > 0 else np.nan
+        assert pooled_correlation(summed) == pytest.approx(expected, nan_ok=True, abs=1e-12)
+    u = rng.integers(0, 3, n_clients).astype(float)
+    if u.sum() == 0:
+        u[0] = 1
+    repeat = u[client.astype(int)].astype(int)
+    x, y = np.repeat(score, repeat), np.repeat(target, repeat)
+    drawn = u @ moments[moment_columns("ic_pooled")].to_numpy()  # clients in order "0", "1", ...
+    ok = len(x) >= 2 and np.ptp(x) > 0 and np.ptp(y) > 0
+    assert pooled_correlation(drawn) == pytest.approx(pearsonr(x, y).statistic if ok else np.nan, nan_ok=True)
+
+
+def test_pooled_correlation_is_undefined_below_two_rows_or_for_a_constant_side():
+    one = np.array([1.0, 0.5, 0.2, 0.25, 0.04, 0.1])
+    constant = np.array([3.0, 3.0, 1.0, 3.0, 2.0, 1.0])  # x = 1, 1, 1: Σx² · n = (Σx)²
+    assert np.isnan(pooled_correlation(one)) and np.isnan(pooled_correlation(constant))

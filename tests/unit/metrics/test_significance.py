@@ -10,10 +10,12 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
+from fedloom.metrics.cross_section import client_moments, daily_ic, moment_columns
 from fedloom.metrics.significance import (
     minimum_detectable_effect,
     paired_block_bootstrap,
     paired_cluster_bootstrap,
+    paired_pooled_bootstrap,
     paired_t_test,
     week_blocks,
 )
@@ -173,3 +175,53 @@ def test_the_cluster_bootstrap_needs_two_clients_and_two_weeks():
         paired_cluster_bootstrap(*cells(np.zeros((1, len(DAYS)))), n_boot=10)
     with pytest.raises(ValueError, match="got 3 and 1"):
         paired_cluster_bootstrap(*cells(np.zeros((3, 5)), DAYS[:5]), n_boot=10)
+
+
+def pooled_panel(informative: list[bool], seed: int, names: int = 5) -> tuple[np.ndarray, pd.Series]:
+    """A clients × DAYS × moments array of ``ic_pooled`` for a row whose predictions carry the target on the
+    ``informative`` clients' names (noise elsewhere), and its daily universe-wide IC."""
+    rng = np.random.default_rng(seed)
+    n_clients = len(informative)
+    client = np.tile(np.repeat(np.arange(n_clients), names), len(DAYS))
+    dates = np.repeat(DAYS.to_numpy(), n_clients * names)
+    target = rng.normal(size=len(dates))
+    score = np.where(np.asarray(informative)[client], target, 0) + rng.normal(size=len(dates))
+    moments = client_moments(score, target, dates, client)[moment_columns("ic_pooled")]
+    array = moments.to_numpy().reshape(len(DAYS), n_clients, 6).transpose(1, 0, 2)
+    return array, daily_ic(score, target, dates)
+
+
+def test_the_pooled_bootstrap_observes_the_mean_daily_difference_of_the_seed_mean_universe_ic():
+    """Its observed value is the week bootstrap's on the seed-mean daily universe-wide IC series."""
+    a = [pooled_panel([True, False, False], s) for s in (0, 1)]
+    b = [pooled_panel([False, False, False], 10 + s) for s in (0, 1)]
+    ours = paired_pooled_bootstrap([m for m, _ in a], [m for m, _ in b], DAYS, n_boot=200)
+    seed_mean = [pd.concat([d for _, d in side], axis=1).mean(axis=1) for side in (a, b)]
+    weeks = paired_block_bootstrap(*seed_mean, n_boot=200)
+    assert ours["mean_difference"] == pytest.approx(weeks["mean_difference"])
+    assert (ours["clients"], ours["weeks"], ours["days"]) == (3, 40, 200)
+
+
+def test_a_universe_gain_one_client_carries_passes_the_weeks_but_not_the_clients_and_weeks():
+    """Four clients of five names over 40 weeks: a row that predicts client 0's names only lifts the universe
+    IC every week, which the week bootstrap calls certain; redrawing the owners sees one of them carry it (a
+    draw without client 0 has no gain: about (3/4)^4 of them). Informative predictions on every client pass both."""
+    noise, base = pooled_panel([False] * 4, 99)
+    for informative, expected in (([True, False, False, False], "large"), ([True] * 4, "small")):
+        row, daily = pooled_panel(informative, 1)
+        weeks = paired_block_bootstrap(daily, base, n_boot=4000)
+        joint = paired_pooled_bootstrap([row], [noise], DAYS, n_boot=4000)
+        assert weeks["p_value"] < 0.001 and joint["mean_difference"] == pytest.approx(weeks["mean_difference"])
+        if expected == "large":
+            assert joint["p_value"] > 0.05 and joint["ci_low"] < 0.05 < joint["ci_high"]
+        else:
+            assert joint["p_value"] < 0.001 and joint["ci_low"] > 0
+
+
+def test_the_pooled_bootstrap_needs_two_clients_two_weeks_and_the_same_seeds():
+    one_client, _ = pooled_panel([True], 0)
+    with pytest.raises(ValueError, match="at least 2 clients and 2 weeks, got 1 and 40"):
+        paired_pooled_bootstrap([one_client], [one_client], DAYS, n_boot=10)
+    two, _ = pooled_panel([True, False], 0)
+    with pytest.raises(ValueError, match="the same seeds"):
+        paired_pooled_bootstrap([two, two], [two], DAYS, n_boot=10)

@@ -269,6 +269,46 @@ def test_with_each_clients_series_the_bootstrap_resamples_clients_and_weeks(tmp_
     assert frame.loc["one", "resampled"] == CLIENTS_WEEKS and frame.loc["old", "resampled"] == WEEKS
 
 
+def write_ranking(folder: Path, seed: int, informative: list[bool], draw: int) -> None:
+    """A ranking run of 4 clients of 5 names that predicts the target on the ``informative`` clients' names:
+    daily.csv and clients.csv as a run writes them (`runs.daily`)."""
+    from fedloom.runs.daily import client_daily_metrics, daily_metrics
+
+    rng = np.random.default_rng(draw)
+    client = np.tile(np.repeat(np.arange(4), 5), len(DATES)).astype(str)
+    dates = np.repeat(DATES.to_numpy(), 20)
+    target = rng.normal(size=len(dates))
+    score = np.where(np.asarray(informative)[client.astype(int)], target, 0.0) + rng.normal(size=len(dates))
+    p = pd.DataFrame({"client": client, "date": dates, "score": score, "target": target})
+    per_client = client_daily_metrics(p, "ranking")
+    write_run(folder, seed, 0.0, 0.1, clients=4)
+    summary = json.loads((folder / "summary.json").read_text()) | {"primary_metric": "rank_ic"}
+    (folder / "summary.json").write_text(json.dumps(summary))
+    daily_metrics(p, "ranking", per_client).rename_axis("date").to_csv(folder / "daily.csv")
+    per_client.to_csv(folder / "clients.csv")
+
+
+def test_the_universe_wide_rank_ic_resamples_clients_and_weeks_from_the_clients_moments(tmp_path: Path):
+    """Issue 43: a ranking table tests the universe-wide RankIC; where clients.csv carries each client's share
+    of it (its moments) the bootstrap redraws clients as well as weeks, so a gain on one owner's names is not
+    starred although the weeks alone find it; a gain on every owner's names is."""
+    from fedloom.results.compare import CLIENTS_WEEKS
+
+    for s in (0, 1):
+        write_ranking(tmp_path / f"seed{s}" / "ref", s, [False] * 4, draw=10 + s)
+        write_ranking(tmp_path / f"seed{s}" / "one", s, [True, False, False, False], draw=20 + s)
+        write_ranking(tmp_path / f"seed{s}" / "every", s, [True] * 4, draw=30 + s)
+
+    (table,) = build_tables(find_runs([tmp_path]), reference="ref")
+
+    rows = {r.name: r.comparison for r in table.rows}
+    one, every = rows["one"], rows["every"]
+    assert one is not None and every is not None
+    assert one.resampled == every.resampled == CLIENTS_WEEKS
+    assert one.mean_difference > 0.1 and one.week_p_value < 0.01 and one.p_value > 0.05
+    assert every.p_value < 0.01 and every.q_value < 0.05
+
+
 def test_the_notes_say_how_often_the_chosen_round_helped_on_test(tmp_path: Path):
     """Issue 43: the round chosen on validation against the last round's models, on test, over the runs."""
     for s, final in enumerate([0.05, 0.3, 0.1, None]):  # chosen IC 0.1 each: helped, hurt, same (twice)

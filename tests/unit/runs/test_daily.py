@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy.stats import pearsonr
 
-from fedloom.metrics.cross_section import CLIENT_WEIGHTS
+from fedloom.metrics.cross_section import CLIENT_WEIGHTS, moment_columns, pooled_correlation
 from fedloom.runs.daily import client_daily_metrics, daily_metrics, regime_breakdown
 
 
@@ -60,13 +60,19 @@ def test_each_clients_daily_values_average_back_to_the_daily_series(task_kind):
                       "score": score, "target": target})  # fmt: skip
     daily, per_client = daily_metrics(p, task_kind), client_daily_metrics(p, task_kind)
     columns = [c for c in daily.columns if c in CLIENT_WEIGHTS]
-    assert columns and list(per_client.columns) == ["client", "rows", *columns]
+    pooled = [c for c in daily.columns if c.endswith("_pooled")]  # none for classification
+    moments = [m for c in pooled for m in moment_columns(c)]
+    assert columns and list(per_client.columns) == ["client", "rows", *columns, *moments]
     assert len(per_client) == 18 and per_client.groupby("client")["rows"].first().to_dict() == {"a": 3, "b": 2, "c": 2}
     for column in columns:
         values = per_client.dropna(subset=[column])
         share = 1.0 if CLIENT_WEIGHTS[column] == "clients" else values["rows"]
         weights = pd.Series(share, index=values.index)
         back = (values[column] * weights).groupby(level=0).sum() / weights.groupby(level=0).sum()
+        pd.testing.assert_series_equal(back, daily[column], check_names=False, check_freq=False)
+    for column in pooled:  # the universe-wide correlations: the clients' moments summed over the day
+        summed = per_client.groupby(level=0)[moment_columns(column)].sum()
+        back = pd.Series(pooled_correlation(summed.to_numpy()), index=summed.index)
         pd.testing.assert_series_equal(back, daily[column], check_names=False, check_freq=False)
 
 

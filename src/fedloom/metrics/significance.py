@@ -34,6 +34,21 @@ def week_blocks(dates: pd.DatetimeIndex) -> np.ndarray:
     return dates.to_period("W-SUN").asi8
 
 
+def _week_ids(dates: pd.DatetimeIndex) -> np.ndarray:
+    """Each day's calendar week as 0, 1, … in date order (`week_blocks` numbered): the bootstraps' block index."""
+    return np.unique(week_blocks(dates), return_inverse=True)[1]
+
+
+def _multiplicities(rng: np.random.Generator, units: int, size: int) -> np.ndarray:
+    """``size`` draws of ``units`` units with replacement, as how often each unit is drawn [size, units]."""
+    return rng.multinomial(units, np.full(units, 1 / units), size=size).astype(float)
+
+
+def _check_two_way(n_clients: int, n_weeks: int) -> None:
+    if n_clients < 2 or n_weeks < 2:
+        raise ValueError(f"need at least 2 clients and 2 weeks, got {n_clients} and {n_weeks}")
+
+
 def paired_block_bootstrap(
     a: pd.Series, b: pd.Series, n_boot: int = 10_000, confidence: float = 0.95, seed: int = 0
 ) -> dict[str, float]:
@@ -41,8 +56,7 @@ def paired_block_bootstrap(
     d = (a - b).dropna().sort_index()
     if len(d) < 2:
         raise ValueError(f"need at least 2 paired days, got {len(d)}")
-    blocks = week_blocks(pd.DatetimeIndex(d.index))
-    _, inverse = np.unique(blocks, return_inverse=True)
+    inverse = _week_ids(pd.DatetimeIndex(d.index))
     sums = np.bincount(inverse, weights=d.to_numpy())
     counts = np.bincount(inverse).astype(float)
     rng = np.random.default_rng(seed)
@@ -84,17 +98,15 @@ def paired_cluster_bootstrap(
     cells = cells[cells["w"] > 0]
     dates = pd.DatetimeIndex(cells.index.get_level_values(0))
     _, client = np.unique(cells.index.get_level_values(1).astype(str), return_inverse=True)
-    _, week = np.unique(week_blocks(dates), return_inverse=True)
+    week = _week_ids(dates)
     n_clients, n_weeks = int(client.max(initial=-1)) + 1, int(week.max(initial=-1)) + 1
-    if n_clients < 2 or n_weeks < 2:
-        raise ValueError(f"need at least 2 clients and 2 weeks, got {n_clients} and {n_weeks}")
+    _check_two_way(n_clients, n_weeks)
     w, d = cells["w"].to_numpy(float), cells["d"].to_numpy(float)
     sums, totals = np.zeros((n_clients, n_weeks)), np.zeros((n_clients, n_weeks))
     np.add.at(sums, (client, week), w * d)
     np.add.at(totals, (client, week), w)
     rng = np.random.default_rng(seed)
-    u = rng.multinomial(n_clients, np.full(n_clients, 1 / n_clients), size=n_boot).astype(float)
-    v = rng.multinomial(n_weeks, np.full(n_weeks, 1 / n_weeks), size=n_boot).astype(float)
+    u, v = _multiplicities(rng, n_clients, n_boot), _multiplicities(rng, n_weeks, n_boot)
     num, den = ((u @ sums) * v).sum(axis=1), ((u @ totals) * v).sum(axis=1)
     means = num[den > 0] / den[den > 0]  # a draw whose clients hold no day in its weeks has no mean
     units = {"days": float(dates.nunique()), "weeks": float(n_weeks), "clients": float(n_clients)}
@@ -123,10 +135,9 @@ def paired_pooled_bootstrap(
     if not a or len(a) != len(b):
         raise ValueError(f"need the same seeds on both sides, got {len(a)} and {len(b)}")
     n_clients = a[0].shape[0]
-    _, week = np.unique(week_blocks(pd.DatetimeIndex(dates)), return_inverse=True)
+    week = _week_ids(pd.DatetimeIndex(dates))
     n_weeks = int(week.max(initial=-1)) + 1
-    if n_clients < 2 or n_weeks < 2:
-        raise ValueError(f"need at least 2 clients and 2 weeks, got {n_clients} and {n_weeks}")
+    _check_two_way(n_clients, n_weeks)
 
     def difference(u: np.ndarray) -> np.ndarray:  # draws × days: seed-mean correlation of a minus b's
         sides = []
@@ -144,8 +155,7 @@ def paired_pooled_bootstrap(
     means = []
     for start in range(0, n_boot, chunk):
         size = min(chunk, n_boot - start)
-        u = rng.multinomial(n_clients, np.full(n_clients, 1 / n_clients), size=size).astype(float)
-        v = rng.multinomial(n_weeks, np.full(n_weeks, 1 / n_weeks), size=size).astype(float)[:, week]
+        u, v = _multiplicities(rng, n_clients, size), _multiplicities(rng, n_weeks, size)[:, week]
         drawn = difference(u)
         w = np.where(np.isfinite(drawn), v, 0.0)
         total = w.sum(axis=1)

@@ -83,8 +83,7 @@ def corrected(comparisons: Sequence[Comparison | None]) -> list[Comparison | Non
 def compare_daily(rows: Sequence[RunResult], reference: Sequence[RunResult], column: str) -> Comparison | None:
     """Bootstrap of the seed-mean daily ``column`` over the seeds both rows ran — over clients and weeks
     where `client_cells` has the column's cells or `pooled_moments` the universe-wide column's moments, else
-    over weeks; None without common seeds or with fewer
-    than two trading weeks of common days."""
+    over weeks; None without common seeds or with fewer than two trading weeks of common days."""
     mine, theirs = _by_seed(rows, column), _by_seed(reference, column)
     seeds = sorted(set(mine) & set(theirs))
     if not seeds:
@@ -110,7 +109,7 @@ def compare_daily(rows: Sequence[RunResult], reference: Sequence[RunResult], col
             c = paired_cluster_bootstrap(*cells)
         else:
             c = paired_pooled_bootstrap(*moments) if moments is not None else None
-    except ValueError:  # one client, or one week, with cells
+    except ValueError:  # one client, or one week, with cells or moments
         c = None
     if c is None:
         return weeks
@@ -129,7 +128,7 @@ def client_cells(
     client and every run of both rows on ``seeds`` wrote it in clients.csv."""
     if column not in CLIENT_WEIGHTS:
         return None
-    mine, theirs = _clients_by_seed(rows, column), _clients_by_seed(reference, column)
+    mine, theirs = _clients_by_seed(rows, ["rows", column]), _clients_by_seed(reference, ["rows", column])
     if not all(s in mine and s in theirs for s in seeds):
         return None
     a, b = (pd.concat([side[s] for s in seeds]).groupby(level=[0, 1]).mean() for side in (mine, theirs))
@@ -166,13 +165,12 @@ def pooled_moments(
     return arrays[: len(seeds)], arrays[len(seeds) :], pd.DatetimeIndex(days)
 
 
-def _clients_by_seed(runs: Sequence[RunResult], columns: str | Sequence[str]) -> dict[int, pd.DataFrame]:
-    """Per seed, clients.csv indexed by (date, client): ``rows`` and the metric ``columns`` (one name: with rows)."""
-    wanted = ["rows", columns] if isinstance(columns, str) else list(columns)
+def _clients_by_seed(runs: Sequence[RunResult], columns: Sequence[str]) -> dict[int, pd.DataFrame]:
+    """Per seed, clients.csv's ``columns`` indexed by (date, client), for the runs that wrote them all."""
     return {
-        r.seed: r.clients.set_index("client", append=True)[wanted]
+        r.seed: r.clients.set_index("client", append=True)[list(columns)]
         for r in runs
-        if r.clients is not None and all(c in r.clients for c in wanted)
+        if r.clients is not None and all(c in r.clients for c in columns)
     }
 
 

@@ -1,7 +1,8 @@
 """Issue 42 on real rows: with the shipped FNSPID recipe (a ridge head refitted each round, the intercept
 shrunk toward the federation's, the client's AdamW moments kept) a short FNSPID run's mean client train loss
 is below the constant predictor's (½ on standardized targets) in every round; seed 000's recipe (uniform
-head stepped by a fresh AdamW at head_lr 3e-3, the client's own intercept) is not — the check can fail. The
+head stepped by a fresh AdamW at head_lr 3e-3, the client's own intercept) is not — the check can fail. Both
+report the config's measure, the returned model's loss on all training rows (train.train_loss: fitted). The
 tiny random Llama stands in for SmolLM2 (the recipe, not the model, is tested)."""
 
 from __future__ import annotations
@@ -41,3 +42,23 @@ def test_a_short_fnspid_run_trains_below_the_constant(tmp_path: Path, recipe: li
     losses, constant = train_losses(tmp_path / "run", recipe)
     assert constant == pytest.approx(0.5, abs=1e-3)
     assert all(loss < constant for loss in losses) is fits, losses
+
+
+def test_the_fitted_train_loss_changes_the_reported_number_only(tmp_path: Path):
+    """train.train_loss: fitted reports each client's loss on all its training rows (the constant's rows) and
+    leaves the run itself alone: the same daily series and test metrics as the steps' measure. With the refitted
+    ridge head and the client's own intercept it is at most the constant's in every round (w = 0 is a ridge
+    candidate), which the steps' mini-batch mean is not bound to be."""
+    recipe = ["train.head_intercept=local"]
+    steps, constant = train_losses(tmp_path / "steps", [*recipe, "train.train_loss=steps"])
+    fitted, again = train_losses(tmp_path / "fitted", [*recipe, "train.train_loss=fitted"])
+    assert again == constant
+    assert all(loss <= constant + 1e-6 for loss in fitted), fitted
+    assert fitted != pytest.approx(steps, rel=1e-3)
+    for name in ("daily.csv", "daily_final.csv"):
+        assert (tmp_path / "steps" / name).read_text() == (tmp_path / "fitted" / name).read_text()
+    summaries = [json.loads((tmp_path / run / "summary.json").read_text()) for run in ("steps", "fitted")]
+    assert [s["train_loss_measure"] for s in summaries] == ["steps", "fitted"]
+    assert {k: v for k, v in summaries[0]["metrics"].items() if not k.startswith("train_loss")} == {
+        k: v for k, v in summaries[1]["metrics"].items() if not k.startswith("train_loss")
+    }

@@ -52,6 +52,14 @@ class LocalTrainingConfig(BaseModel):
         "or ridge (refitted in closed form on the client's training rows under the current adapters, before and "
         "after the adapter steps, α chosen once on validation; beyond the seed)",
     )
+    train_loss: Literal["steps", "fitted"] = Field(
+        "steps",
+        description="what a client reports as its train loss: steps (the mean of its local steps' mini-batch losses, "
+        "seed 000's recipe) or fitted (the loss of the parameters it returns on all its training rows, without "
+        "dropout: the measure comparable with the constant's baseline/train_loss; free with head_update ridge, whose "
+        "refit already has those rows' features, one extra pass over them otherwise; beyond the seed). Results "
+        "do not change, only the number reported",
+    )
     optimizer_state: Literal["reset", "keep"] = Field(
         "reset",
         description="reset: a fresh AdamW every round; keep: each client's AdamW moments carry over to its next "

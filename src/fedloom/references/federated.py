@@ -78,6 +78,7 @@ class NetLearner(Learner):
         self.eval_batch_size, self.side_channel, self.head_seed = eval_batch_size, None, head_seed
         self.head_start, self.head_input, self.keeps_optimizer = "uniform", "raw", False  # the reference's recipe
         self.head_intercept, self.head_update, self.federation_mean = "local", "adam", None
+        self.train_loss = "steps"
         self.memory, self.trained = None, None
 
     def init_head(self, generator: torch.Generator) -> dict[str, Tensor]:

@@ -95,6 +95,13 @@ def notes(table: ResultTable) -> list[str]:
     caveat = dataset_caveat(table.dataset)
     if caveat:
         lines.append(f"Data: {caveat}.")
+    fitted = [row for row, measure in table.train_loss_measures.items() if measure == "fitted"]
+    if fitted:
+        lines.append(
+            f"`train loss` of {', '.join(f'`{r}`' for r in fitted)}: the clients' mean, on the last round, of the "
+            "returned model's loss on all their training rows (train.train_loss: fitted), comparable with `train "
+            "loss const`; of other rows trained in rounds: the mean of the local steps' mini-batch losses."
+        )
     if table.selection is not None:
         e = table.selection
         lines.append(

@@ -105,6 +105,7 @@ class ResultTable:
     partners: dict[str, str] = field(default_factory=dict)  # row -> the row it was compared with
     metric: str = ""  # the per-client test metric of the clients' paired test (the daily column's)
     selection: SelectionEffect | None = None  # of ``metric``
+    train_loss_measures: dict[str, str] = field(default_factory=dict)  # row -> its runs' train.train_loss
 
     @property
     def compared(self) -> int:
@@ -251,7 +252,18 @@ def build_table(
         pairs,
         tested,
         selection_effect(runs, tested),
+        train_loss_measures(groups),
     )
+
+
+def train_loss_measures(groups: Mapping[str, Sequence[RunResult]]) -> dict[str, str]:
+    """Each row's ``train.train_loss`` (``steps`` / ``fitted``; both joined by ``/`` where its seeds differ), for
+    the rows whose every run recorded it (runs trained in rounds since the switch existed)."""
+    return {
+        name: "/".join(sorted({str(r.record["train_loss_measure"]) for r in runs}))
+        for name, runs in groups.items()
+        if all("train_loss_measure" in r.record for r in runs)
+    }
 
 
 def selection_effect(runs: Sequence[RunResult], metric: str) -> SelectionEffect | None:

@@ -137,6 +137,7 @@ def build_summary(
             "rounds_to_95": rounds_to_share(result.history, select),
         },
         "metrics": {**best.summary, **({"train_loss/final_round": mean_train_loss(last)} if kind.rounds else {})},
+        **({"train_loss_measure": cfg.train.train_loss} if kind.rounds else {}),
         "final_metrics": last.summary,
         "per_client": per_client,
         "communication": {

@@ -131,8 +131,9 @@ def _learner(
     head_seed = derive_seed(cfg.seed, "head") if cfg.train.head_init == "shared" else None
     if text_task is not None:
         none = np.zeros(len(table), dtype=np.float32)
+        keeps = cfg.train.optimizer_state == "keep"
         return Learner(lm, features, none, none.astype("datetime64[D]"), client, text_task,
-                       keeps_optimizer=cfg.train.optimizer_state == "keep")  # fmt: skip
+                       keeps_optimizer=keeps, train_loss=cfg.train.train_loss)  # fmt: skip
     assert isinstance(table, SampleTable)
     numeric = None
     if uses_numeric_side_channel(cfg.data.prompt):
@@ -153,6 +154,7 @@ def _learner(
         head_input=cfg.train.head_input,
         head_intercept=cfg.train.head_intercept,
         head_update=cfg.train.head_update,
+        train_loss=cfg.train.train_loss,
         keeps_optimizer=cfg.train.optimizer_state == "keep",
     )
 

@@ -56,6 +56,7 @@ HeadStart = Literal["uniform", "zero", "ridge"]
 HeadInput = Literal["raw", "standardized"]
 HeadIntercept = Literal["local", "shrunk"]
 HeadUpdate = Literal["adam", "ridge"]
+TrainLoss = Literal["steps", "fitted"]
 LINEAR_HEAD = (HEAD_WEIGHT, HEAD_BIAS)  # what ``head_update: ridge`` refits (a side channel's MLP still trains)
 
 
@@ -140,6 +141,7 @@ class Learner:
         head_input: HeadInput = "raw",
         head_intercept: HeadIntercept = "local",
         head_update: HeadUpdate = "adam",
+        train_loss: TrainLoss = "steps",
     ) -> None:
         """``eval_targets`` (default: ``targets``) are what metrics compare with, e.g. the raw return
         where training uses a normalized label (Qlib ranking); ``side_channel`` feeds covariates to
@@ -148,7 +150,9 @@ class Learner:
         moments carry over from round to round (`OptimizerMemory`, set by the runtime for an update);
         ``head_intercept: shrunk`` moves the head's start to the client's training mean shrunk toward the
         federation's (`fedloom.tasks.intercept`; the runtime sets ``federation_mean`` before round 1);
-        ``head_update: ridge``: `fit` refits the linear head in closed form instead of stepping it (`refit_head`)."""
+        ``head_update: ridge``: `fit` refits the linear head in closed form instead of stepping it (`refit_head`);
+        ``train_loss``: what `fit` reports as the loss (`FitResult.loss`): ``steps``, the mean of its mini-batch
+        losses, or ``fitted``, the returned parameters' loss on every training row (`fitted_loss`)."""
         self.lm = lm
         self.features = features
         self.targets = torch.as_tensor(targets, dtype=torch.float32)
@@ -166,6 +170,7 @@ class Learner:
         self.head_input = head_input
         self.head_intercept = head_intercept
         self.head_update = head_update
+        self.train_loss = train_loss
         self._alpha: float | None = None
         self.federation_mean: FederationMean | None = None
         self.memory: OptimizerMemory | None = None
@@ -237,7 +242,7 @@ class Learner:
     def _ridge_head(self, head: Mapping[str, Tensor]) -> dict[str, Tensor]:
         """The least-squares head on the frozen features of the training rows (+ the side channel at its
         init), α chosen on the validation rows (`ridge_alpha`)."""
-        return self._ridge_fit(head, FROZEN, self.ridge_alpha())
+        return self._ridge_fit(head, FROZEN, self.ridge_alpha())[0]
 
     @torch.no_grad()
     def ridge_alpha(self) -> float:
@@ -265,16 +270,42 @@ class Learner:
         shrunk``, the shrunk intercept. A head stepped by Adam from its optimum moves every weight by about the
         learning rate whatever its gradient (Adam's steps are sign-like), which is noise where the gradient is
         small; the refitted head is the optimum of the features as they are."""
-        head = self._ridge_fit(params, mixture, self.ridge_alpha())
-        return head if self.head_intercept == "local" else self._shrunk(head)
+        return self._refit(params, mixture)[0]
 
-    def _ridge_fit(self, params: Mapping[str, Tensor], mixture: Mixture, alpha: float) -> dict[str, Tensor]:
+    def _refit(self, params: Mapping[str, Tensor], mixture: Mixture) -> tuple[dict[str, Tensor], Tensor]:
+        """`refit_head`'s head and the training rows' head inputs it was fitted on."""
+        head, x = self._ridge_fit(params, mixture, self.ridge_alpha())
+        return (head if self.head_intercept == "local" else self._shrunk(head)), x
+
+    def _ridge_fit(
+        self, params: Mapping[str, Tensor], mixture: Mixture, alpha: float
+    ) -> tuple[dict[str, Tensor], Tensor]:
+        """The ridge head on the training rows' head inputs under ``params``, and those inputs [n, H]."""
         task = self.task
         assert not isinstance(task, GenerationTask)
         train = self.data.train
         x = self._head_inputs(params, train, mixture)
         weight, bias = ridge(x, task.least_squares_targets(self.targets[torch.as_tensor(train)]), alpha)
-        return task.head_from(weight, bias)
+        return task.head_from(weight, bias), x
+
+    @torch.no_grad()
+    def fitted_loss(
+        self, params: Mapping[str, Tensor], mixture: Mixture = SINGLE, inputs: Tensor | None = None
+    ) -> float:
+        """The task loss of ``params`` on every training row, without dropout (``train_loss: fitted``): for a head
+        task the loss of the head on the rows' head inputs (``inputs`` when the caller has them, e.g. a refit),
+        for a text task the mean of the evaluation batches' losses weighted by their rows. Comparable with the
+        constant predictor's loss on the same rows (`fedloom.runs.baseline`)."""
+        rows, task = self.data.train, self.task
+        if not len(rows):
+            return float("nan")
+        if not isinstance(task, GenerationTask):
+            x = self._head_inputs(params, rows, mixture) if inputs is None else inputs
+            return float(task.loss(_head(params), x, self.targets[torch.as_tensor(rows)]))
+        size = self.eval_batch_size
+        total = sum(float(self.loss(params, rows[i : i + size], mixture=mixture)) * len(rows[i : i + size])
+                    for i in range(0, len(rows), size))  # fmt: skip
+        return total / len(rows)
 
     def _frozen_state(self, rows: np.ndarray) -> Tensor:
         """The frozen model's pooled state of ``rows`` [n, H], in evaluation batches."""
@@ -406,11 +437,17 @@ class Learner:
         if self.memory is not None and slot is not None:
             self.memory.keep(optimizer, live, ordered, slot)
         out = {k: v.detach() for k, v in live.items()}
+        inputs = None
         if refit:
-            out |= self.refit_head(out, mixture)
+            head, inputs = self._refit(out, mixture)
+            out |= head
         if self.trained is not None:
             self.trained.follow(given, out)
-        return FitResult(out, float(np.mean(losses)) if losses else float("nan"), len(batches), sum(map(len, batches)))
+        if self.train_loss == "fitted":
+            reported = self.fitted_loss(out, mixture, inputs)
+        else:
+            reported = float(np.mean(losses)) if losses else float("nan")
+        return FitResult(out, reported, len(batches), sum(map(len, batches)))
 
     def gradient(self, params: Mapping[str, Tensor], keys: Sequence[str], rows: np.ndarray) -> dict[str, Tensor]:
         """∇ of the task loss on ``rows`` w.r.t. the tensors ``keys`` of ``params`` (others held fixed)."""

@@ -489,3 +489,20 @@ def test_a_fnspid_table_says_what_the_bundled_fnspid_is(tmp_path: Path):
 
     assert f"Data: {WHAT_IT_IS}." in to_markdown([tables["fnspid"]]) and "news text exists only for AA" in WHAT_IT_IS
     assert "Data:" not in to_markdown([tables["synthetic"]])
+
+
+def test_the_notes_say_which_rows_report_the_fitted_train_loss(tmp_path: Path):
+    """A row whose runs report train.train_loss: fitted is named in the notes (its train loss is comparable with
+    the constant's); rows measured by the steps' mini-batches, or by runs older than the key, are not."""
+    for row, measure in [("a", "fitted"), ("b", "steps"), ("c", None)]:
+        folder = write_run(tmp_path / row, 0, ic=0.1, mse=0.1)
+        if measure is not None:
+            summary = json.loads((folder / "summary.json").read_text())
+            (folder / "summary.json").write_text(json.dumps({**summary, "train_loss_measure": measure}))
+    (table,) = build_tables(find_runs([tmp_path]))
+    assert table.train_loss_measures == {"a": "fitted", "b": "steps"}
+    (line,) = [n for n in to_markdown([table]).splitlines() if n.startswith("`train loss` of")]
+    assert "`a`" in line and "`b`" not in line and "`c`" not in line
+    write_run(tmp_path / "again" / "b", 1, ic=0.1, mse=0.1)  # a seed without the key: the row's measure is unknown
+    (table,) = build_tables(find_runs([tmp_path]))
+    assert "b" not in table.train_loss_measures

@@ -355,3 +355,27 @@ def test_evaluate_moved_equals_evaluate_and_adapter_movement(learner):
     metrics, movement = learner.evaluate_moved(trained, "val")
     assert metrics == learner.evaluate(trained, "val")
     assert movement == learner.adapter_movement(trained, "val")
+
+
+@pytest.mark.parametrize("update", ["ridge", "adam"])
+def test_a_fitted_train_loss_is_the_returned_models_loss_on_every_training_row(learner, update):
+    """train_loss: fitted reports the loss of the parameters `fit` returns on all the training rows, without
+    dropout — not the steps' mini-batch mean — and changes nothing else: the same generator gives the same
+    parameters either way. With the head refitted by ridge (unpenalized intercept) that loss is at most the
+    best constant's, ½ the variance of the standardized targets: w = 0 is one of the heads ridge chooses among."""
+    learner.head_update = update
+    params, gen = _params(learner), lambda: torch.Generator().manual_seed(3)
+    learner.train_loss = "steps"
+    torch.manual_seed(11)
+    steps = learner.fit(params, _opt(list(params), 5e-2), steps=3, generator=gen())
+    learner.train_loss = "fitted"
+    torch.manual_seed(11)
+    fitted = learner.fit(params, _opt(list(params), 5e-2), steps=3, generator=gen())
+    assert all(torch.equal(steps.params[k], fitted.params[k]) for k in params)
+    train = learner.data.train
+    expected = learner.loss(fitted.params, train).item()  # one batch, evaluation mode: an independent path
+    assert fitted.loss == pytest.approx(expected, rel=1e-5)
+    assert fitted.loss != pytest.approx(steps.loss, rel=1e-3)
+    if update == "ridge":
+        y = learner.task.least_squares_targets(learner.targets[train]).double()
+        assert fitted.loss <= 0.5 * float(y.var(correction=0)) + 1e-6

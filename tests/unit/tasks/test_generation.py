@@ -37,6 +37,10 @@ def test_cached_response_loss_equals_the_hf_loss(tiny_lm):
     with torch.no_grad(), tiny_lm.bank.bind(Binding(params)):
         ref = tiny_lm.model(input_ids=ids, attention_mask=mask, labels=labels).loss.item()
     assert ours == pytest.approx(ref, abs=1e-5)
+    # train_loss: fitted on a text task: the evaluation batches' losses weighted by their rows
+    learner.eval_batch_size = 1
+    rows = [learner.loss(params, np.array([r])).item() for r in (0, 1)]
+    assert learner.fitted_loss(params) == pytest.approx(sum(rows) / 2, rel=1e-6)
 
 
 def test_metrics_are_routed_per_task():

@@ -129,9 +129,9 @@ def _learner(
 ) -> Learner:  # fmt: skip
     """One client's learner: its rows, the task its targets define and, if configured, its numeric inputs."""
     head_seed = derive_seed(cfg.seed, "head") if cfg.train.head_init == "shared" else None
+    keeps = cfg.train.optimizer_state == "keep"
     if text_task is not None:
         none = np.zeros(len(table), dtype=np.float32)
-        keeps = cfg.train.optimizer_state == "keep"
         return Learner(lm, features, none, none.astype("datetime64[D]"), client, text_task,
                        keeps_optimizer=keeps, train_loss=cfg.train.train_loss)  # fmt: skip
     assert isinstance(table, SampleTable)
@@ -155,7 +155,7 @@ def _learner(
         head_intercept=cfg.train.head_intercept,
         head_update=cfg.train.head_update,
         train_loss=cfg.train.train_loss,
-        keeps_optimizer=cfg.train.optimizer_state == "keep",
+        keeps_optimizer=keeps,
     )
 
 

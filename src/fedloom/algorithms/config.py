@@ -31,8 +31,9 @@ class LocalTrainingConfig(BaseModel):
     head_start: Literal["uniform", "zero", "ridge"] = Field(
         "uniform",
         description="where a private head starts: uniform (nn.Linear's random init, seed 000's recipe), zero "
-        "(predicts the training mean), ridge (the closed-form ridge fit on the client's training rows of the "
-        "frozen features, α on its validation rows; beyond the seed)",
+        "(predicts the training mean), ridge (the penalized optimum of the task's loss on the client's training "
+        "rows of the frozen features, α on its validation rows: the closed-form ridge fit for a regression head, "
+        "ridge logistic regression for a classifier; beyond the seed)",
     )
     head_input: Literal["raw", "standardized"] = Field(
         "raw",
@@ -49,8 +50,9 @@ class LocalTrainingConfig(BaseModel):
     head_update: Literal["adam", "ridge"] = Field(
         "adam",
         description="how a private linear head learns each round: adam (AdamW steps at head_lr, seed 000's recipe) "
-        "or ridge (refitted in closed form on the client's training rows under the current adapters, before and "
-        "after the adapter steps, α chosen once on validation; beyond the seed)",
+        "or ridge (refitted to the penalized optimum on the client's training rows under the current adapters, before "
+        "and after the adapter steps, α chosen once on validation: closed-form ridge, or ridge logistic regression "
+        "for a classifier; beyond the seed)",
     )
     train_loss: Literal["steps", "fitted"] = Field(
         "steps",

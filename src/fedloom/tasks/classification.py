@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fedloom.metrics.classification import accuracy_score, balanced_accuracy, matthews_corrcoef
+from fedloom.tasks.logistic import logistic
 from fedloom.tasks.regression import HEAD_BIAS, HEAD_WEIGHT
 
 
@@ -31,13 +32,14 @@ class ClassificationTask:
             HEAD_BIAS: (torch.rand(self.num_classes, generator=generator) * 2 - 1) * bound,
         }
 
-    def least_squares_targets(self, targets: Tensor) -> Tensor:
-        """What a least-squares head regresses on: the one-hot classes, [n, C] (a least-squares classifier)."""
-        return F.one_hot(targets.long(), self.num_classes).float()
-
     def head_from(self, weight: Tensor, bias: Tensor) -> dict[str, Tensor]:
-        """The head of a least-squares fit (W [C, H], b [C]) as logits."""
+        """The head of a linear fit (W [C, H], b [C]) as logits."""
         return {HEAD_WEIGHT: weight.float().reshape(self.num_classes, -1), HEAD_BIAS: bias.float().reshape(-1)}
+
+    def head_fit(self, x: Tensor, targets: Tensor) -> Callable[[float], dict[str, Tensor]]:
+        """The penalized optimum of the cross-entropy on rows ``x`` [n, H] as a function of the penalty α: ridge
+        logistic regression (`fedloom.tasks.logistic`), whose logits are calibrated log-odds."""
+        return lambda alpha: self.head_from(*logistic(x, targets, alpha, self.num_classes))
 
     def logits(self, head: Mapping[str, Tensor], features: Tensor) -> Tensor:
         return features @ head[HEAD_WEIGHT].T + head[HEAD_BIAS]

@@ -28,7 +28,7 @@ from fedloom.tasks.generation import GenerationTask
 from fedloom.tasks.intercept import FederationMean, MeanSums, shrunk_mean
 from fedloom.tasks.registry import Task
 from fedloom.tasks.regression import HEAD_BIAS, HEAD_WEIGHT, RegressionTask
-from fedloom.tasks.ridge import ridge, ridge_path
+from fedloom.tasks.ridge import choose_alpha
 from fedloom.tasks.side_channel import SideChannel
 from fedloom.tasks.trained import TrainedTensors
 
@@ -240,8 +240,9 @@ class Learner:
 
     @torch.no_grad()
     def _ridge_head(self, head: Mapping[str, Tensor]) -> dict[str, Tensor]:
-        """The least-squares head on the frozen features of the training rows (+ the side channel at its
-        init), α chosen on the validation rows (`ridge_alpha`)."""
+        """The penalized head on the frozen features of the training rows (+ the side channel at its init), α
+        chosen on the validation rows (`ridge_alpha`): ridge for a regression head, ridge logistic regression
+        for a classifier (the task's `head_fit`)."""
         return self._ridge_fit(head, FROZEN, self.ridge_alpha())[0]
 
     @torch.no_grad()
@@ -255,10 +256,11 @@ class Learner:
             assert not isinstance(task, GenerationTask)
             train, val = self.data.train, self.data.split("val")
 
-            x, y = self._frozen_state(train), task.least_squares_targets(self.targets[torch.as_tensor(train)])
+            x = self._frozen_state(train)
             if len(val):
                 xv, yv = self._frozen_state(val), self.targets[torch.as_tensor(val)]
-                _, _, self._alpha = ridge_path(x, y, lambda w, b: float(task.loss(task.head_from(w, b), xv, yv)))
+                fit = task.head_fit(x, self.targets[torch.as_tensor(train)])
+                _, self._alpha = choose_alpha(fit, lambda head: float(task.loss(head, xv, yv)))
             else:
                 self._alpha = float(x.shape[1])
         return self._alpha
@@ -280,13 +282,13 @@ class Learner:
     def _ridge_fit(
         self, params: Mapping[str, Tensor], mixture: Mixture, alpha: float
     ) -> tuple[dict[str, Tensor], Tensor]:
-        """The ridge head on the training rows' head inputs under ``params``, and those inputs [n, H]."""
+        """The task's penalized head (`head_fit`: ridge, or ridge logistic for a classifier) on the training
+        rows' head inputs under ``params``, and those inputs [n, H]."""
         task = self.task
         assert not isinstance(task, GenerationTask)
         train = self.data.train
         x = self._head_inputs(params, train, mixture)
-        weight, bias = ridge(x, task.least_squares_targets(self.targets[torch.as_tensor(train)]), alpha)
-        return task.head_from(weight, bias), x
+        return task.head_fit(x, self.targets[torch.as_tensor(train)])(alpha), x
 
     @torch.no_grad()
     def fitted_loss(

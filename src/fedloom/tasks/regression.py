@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -12,6 +12,7 @@ from torch import Tensor
 
 from fedloom.metrics.cross_section import daily_ic, daily_rank_ic
 from fedloom.metrics.regression import mean_absolute_error, mean_squared_error
+from fedloom.tasks.ridge import Moments
 
 HEAD_WEIGHT, HEAD_BIAS = "head.weight", "head.bias"
 
@@ -48,6 +49,13 @@ class RegressionTask:
     def head_from(self, weight: Tensor, bias: Tensor) -> dict[str, Tensor]:
         """The head of a least-squares fit (W [1, H], b [1])."""
         return {HEAD_WEIGHT: weight.float().reshape(1, -1), HEAD_BIAS: bias.float().reshape(1)}
+
+    def head_fit(self, x: Tensor, targets: Tensor) -> Callable[[float], dict[str, Tensor]]:
+        """The penalized optimum of this task's loss on rows ``x`` [n, H] as a function of the penalty α: the
+        closed-form ridge head on the standardized targets (`fedloom.tasks.ridge`; the rows' moments are summed
+        once, whatever α is asked for)."""
+        moments = Moments.of(x, self.least_squares_targets(targets))
+        return lambda alpha: self.head_from(*moments.solve(alpha))
 
     def scores(self, head: Mapping[str, Tensor], features: Tensor) -> Tensor:
         """Standardized predictions [B] from pooled features [B, H] (eq. 6)."""

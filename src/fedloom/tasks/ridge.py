@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import Tensor
 
 ALPHAS = tuple(10.0**k for k in range(-2, 7))  # the validation grid; α is per standardized feature
+Fit = TypeVar("Fit")
 
 
 def ridge(x: Tensor, y: Tensor, alpha: float) -> tuple[Tensor, Tensor]:
@@ -103,11 +105,21 @@ def _best_alpha(
     train: Moments, score: Callable[[Tensor, Tensor], float], alphas: Sequence[float]
 ) -> tuple[Tensor, Tensor, float]:
     """The fit on ``train`` with the lowest ``score`` over ``alphas``, the larger α on a tie."""
-    best: tuple[float, float, Tensor, Tensor] | None = None
+    (w, b), alpha = choose_alpha(train.solve, lambda fit: score(*fit), alphas)
+    return w, b, alpha
+
+
+def choose_alpha(
+    solve: Callable[[float], Fit], score: Callable[[Fit], float], alphas: Sequence[float] = ALPHAS
+) -> tuple[Fit, float]:
+    """The penalized fit ``solve(α)`` with the lowest ``score`` (a loss, e.g. on validation rows) over
+    ``alphas``, the larger α (the simpler model) on a tie; returns (fit, α). Any penalized estimator: the ridge
+    solution here, the logistic one of `fedloom.tasks.logistic`."""
+    best: tuple[float, float, Fit] | None = None
     for alpha in sorted(alphas, reverse=True):
-        w, b = train.solve(alpha)
-        loss = score(w, b)
+        fit = solve(alpha)
+        loss = score(fit)
         if best is None or loss < best[0]:
-            best = (loss, alpha, w, b)
+            best = (loss, alpha, fit)
     assert best is not None
-    return best[2], best[3], best[1]
+    return best[2], best[1]

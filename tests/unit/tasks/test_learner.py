@@ -170,6 +170,66 @@ def test_a_ridge_head_starts_at_the_ridge_fit_of_the_frozen_features(learner):
     assert float(learner.loss(head, train, mixture=FROZEN)) < 0.5
 
 
+@pytest.fixture
+def classifier(learner):
+    """The fixture's client as a movement classifier with imbalanced classes (the top 30 % of returns rise)."""
+    from fedloom.tasks.classification import ClassificationTask
+
+    up = (learner.targets > torch.quantile(learner.targets, 0.7)).float()
+    learner.targets = learner.eval_targets = up
+    learner.task = ClassificationTask(2)
+    learner.head_start = "ridge"
+    return learner
+
+
+def test_a_classifiers_ridge_head_beats_the_class_prior_on_its_training_rows(classifier):
+    """head_start: ridge on a classifier is ridge logistic regression (scikit-learn's, α on the validation rows'
+    cross-entropy): calibrated logits whose in-sample cross-entropy is at most the class prior's, the constant's
+    train loss (`fedloom.runs.baseline`). The least-squares fit on one-hot classes taken as logits, which this
+    replaced, lost to the prior on imbalanced classes: its logit gap stays within ±1."""
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from fedloom.runs.baseline import _train_loss
+    from fedloom.tasks.learner import FROZEN
+    from fedloom.tasks.ridge import ALPHAS
+
+    head = classifier.init_head(torch.Generator().manual_seed(0))
+    train, val = classifier.data.train, classifier.data.split("val")
+    y = classifier.targets[train].long()
+    assert 0.1 < float(y.double().mean()) < 0.45  # the fixture is imbalanced
+    loss = float(classifier.fitted_loss(head, mixture=FROZEN))
+    assert loss <= _train_loss(classifier.task, y.numpy()) + 1e-5
+    x = classifier.pooled({}, train, mixture=FROZEN).double().numpy()
+    xv = classifier.pooled({}, val, mixture=FROZEN).double().numpy()
+    yv = classifier.targets[val].long().numpy()
+    fits = [make_pipeline(StandardScaler(), LogisticRegression(C=1 / a, tol=1e-10, max_iter=10_000)).fit(x, y)
+            for a in ALPHAS]  # fmt: skip
+    best = min(
+        zip(ALPHAS, fits, strict=True),
+        key=lambda af: (-float(np.mean(np.log(af[1].predict_proba(xv)[np.arange(len(yv)), yv]))), -af[0]),
+    )
+    ours = torch.softmax(torch.from_numpy(x).float() @ head["head.weight"].T + head["head.bias"], 1)
+    np.testing.assert_allclose(ours.numpy(), best[1].predict_proba(x), atol=2e-3)
+
+
+def test_a_classifiers_refitted_head_is_the_penalized_optimum_of_the_adapted_features(classifier):
+    """head_update: ridge on a classifier: after `fit` the head is the task's `head_fit` (ridge logistic) at the
+    run's α on the features the trained adapters give, and the fitted loss it reports beats the prior."""
+    from fedloom.runs.baseline import _train_loss
+
+    classifier.head_update, classifier.train_loss = "ridge", "fitted"
+    params = _params(classifier)
+    fit = classifier.fit(params, _opt(list(params), 5e-2), steps=3, generator=torch.Generator().manual_seed(0))
+    train = classifier.data.train
+    x = classifier.head_features(fit.params, train)
+    expected = classifier.task.head_fit(x, classifier.targets[train])(classifier.ridge_alpha())
+    torch.testing.assert_close(fit.params["head.weight"], expected["head.weight"], rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(fit.params["head.bias"], expected["head.bias"], rtol=1e-4, atol=1e-5)
+    assert fit.loss <= _train_loss(classifier.task, classifier.targets[train].numpy()) + 1e-5
+
+
 def test_a_zero_head_predicts_the_training_mean(learner):
     from fedloom.tasks.learner import FROZEN
 

@@ -14,6 +14,7 @@ import argparse
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
 from fedloom.metrics.classification import matthews_corrcoef
 from fedloom.runs.config import load_config
@@ -24,48 +25,51 @@ from fedloom.tasks.ridge import choose_alpha, ridge_path
 SPLITS = ("train", "val", "test")
 
 
+HEADS = ("prior", "least squares as logits", "ridge logistic")
+
+
+def client_heads(task: ClassificationTask, xs: dict[str, Tensor], ys: dict[str, Tensor]) -> dict[str, list[float]]:
+    """Each head's cross-entropy on train / val / test and its test MCC, for one client's rows."""
+
+    def ce(head: dict[str, Tensor], split: str) -> float:
+        return float(F.cross_entropy(task.logits(head, xs[split].float()), ys[split]))
+
+    prior = torch.bincount(ys["train"], minlength=task.num_classes).double() / len(ys["train"])
+    constant = task.head_from(torch.zeros(task.num_classes, xs["train"].shape[1]), prior.clamp_min(1e-12).log())
+    one_hot = F.one_hot(ys["train"], task.num_classes).double()
+    w, b, _ = ridge_path(xs["train"], one_hot, lambda w, b: ce(task.head_from(w, b), "val"))
+    logistic, _ = choose_alpha(task.head_fit(xs["train"], ys["train"]), lambda head: ce(head, "val"))
+    out = {}
+    for name, head in zip(HEADS, (constant, task.head_from(w, b), logistic), strict=True):
+        predicted = task.predict(head, xs["test"].float()).numpy()
+        mcc = matthews_corrcoef(ys["test"].numpy(), predicted, task.num_classes)
+        out[name] = [ce(head, split) for split in SPLITS] + [mcc]
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="configs/acl18.yaml")
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     ws = prepare_workspace(load_config(args.config, None, args.overrides))
-    lm, feats = ws.lm, next(iter(ws.learners.values())).features
-    n = len(ws.table)
-    with torch.no_grad():
-        x = torch.cat([lm.pooled_from_prefix(*feats.prefix_batch(lm, np.arange(s, min(n, s + 64))), None)
-                       for s in range(0, n, 64)]).double()  # fmt: skip
+    x = next(iter(ws.learners.values())).features.embedding.double()  # the frozen pooled state (cached)
     y = torch.as_tensor(ws.table.targets).long()
-    heads = ("prior", "least squares as logits", "ridge logistic")
-    loss: dict[str, dict[str, list[float]]] = {h: {s: [] for s in SPLITS} for h in heads}
-    mcc: dict[str, list[float]] = {h: [] for h in heads}
-    beats = dict.fromkeys(heads, 0)
+    results = []
     for learner in ws.learners.values():
-        task = learner.task
-        assert isinstance(task, ClassificationTask), "a classification config (ACL18, BigData22)"
+        assert isinstance(learner.task, ClassificationTask), "a classification config (ACL18, BigData22)"
         rows = {s: torch.as_tensor(learner.data.split(s)) for s in SPLITS}
-        xs, ys = {s: x[r] for s, r in rows.items()}, {s: y[r] for s, r in rows.items()}
-
-        def ce(head: dict[str, torch.Tensor], split: str, task: ClassificationTask = task) -> float:
-            return float(F.cross_entropy(task.logits(head, xs[split].float()), ys[split]))
-
-        prior = torch.bincount(ys["train"], minlength=task.num_classes).double() / len(ys["train"])
-        constant = task.head_from(torch.zeros(task.num_classes, x.shape[1]), prior.clamp_min(1e-12).log())
-        one_hot = F.one_hot(ys["train"], task.num_classes).double()
-        w, b, _ = ridge_path(xs["train"], one_hot, lambda w, b, t=task: ce(t.head_from(w, b), "val"))
-        logistic, _ = choose_alpha(task.head_fit(xs["train"], ys["train"]), lambda head: ce(head, "val"))
-        for name, head in zip(heads, (constant, task.head_from(w, b), logistic), strict=True):
-            for split in SPLITS:
-                loss[name][split].append(ce(head, split))
-            beats[name] += loss[name]["train"][-1] < loss["prior"]["train"][-1] - 1e-9
-            predicted = task.predict(head, xs["test"].float()).numpy()
-            mcc[name].append(matthews_corrcoef(ys["test"].numpy(), predicted, task.num_classes))
-    k = len(ws.learners)
+        results.append(
+            client_heads(learner.task, {s: x[r] for s, r in rows.items()}, {s: y[r] for s, r in rows.items()})
+        )
+    k = len(results)
     print(f"{k} clients; mean cross-entropy over clients (train / val / test), clients below the prior in sample, "
           "test MCC (client macro)")  # fmt: skip
-    for name in heads:
-        parts = " / ".join(f"{np.mean(loss[name][s]):.4f}" for s in SPLITS)
-        print(f"{name:26s} {parts}   {beats[name]}/{k}   MCC {np.mean(mcc[name]):+.4f}")
+    for name in HEADS:
+        table = np.array([r[name] for r in results])  # [clients, train / val / test / MCC]
+        beats = int(sum(r[name][0] < r["prior"][0] - 1e-9 for r in results))
+        parts = " / ".join(f"{v:.4f}" for v in table[:, :3].mean(0))
+        print(f"{name:26s} {parts}   {beats}/{k}   MCC {table[:, 3].mean():+.4f}")
 
 
 if __name__ == "__main__":

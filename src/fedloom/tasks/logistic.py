@@ -28,6 +28,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from fedloom.tasks.ridge import feature_scale
+
 MAX_ITER = 5000  # L-BFGS iterations; the fits here converge in ~10-100 (tolerance below)
 TOL = 1e-8
 
@@ -45,8 +47,7 @@ def logistic(x: Tensor, classes: Tensor, alpha: float, num_classes: int) -> tupl
     if n == 0:
         return torch.zeros(num_classes, d, dtype=torch.float64), torch.zeros(num_classes, dtype=torch.float64)
     mu = xd.mean(0)
-    sd = xd.std(0, correction=0)
-    scale = torch.where(sd > 1e-12 * (1 + mu.abs()), sd, torch.ones_like(sd))
+    scale = feature_scale(mu, xd.std(0, correction=0))
     present = np.unique(y)
     w = torch.zeros(num_classes, d, dtype=torch.float64)
     b = torch.zeros(num_classes, dtype=torch.float64)

@@ -75,8 +75,7 @@ class Moments:
         mu, y_mean = self.sx / self.n, self.sy / self.n
         cxx = self.sxx - self.n * torch.outer(mu, mu)  # centred Gram; its diagonal / n is the variance
         cxy = self.sxy - self.n * torch.outer(mu, y_mean)
-        sd = (cxx.diagonal().clamp_min(0) / self.n).sqrt()
-        scale = torch.where(sd > 1e-12 * (1 + mu.abs()), sd, torch.ones_like(sd))
+        scale = feature_scale(mu, (cxx.diagonal().clamp_min(0) / self.n).sqrt())
         zz = cxx / torch.outer(scale, scale)
         w = torch.linalg.solve(zz + alpha * torch.eye(len(mu), dtype=zz.dtype), cxy / scale[:, None])
         w = (w / scale[:, None]).T
@@ -88,6 +87,12 @@ class Moments:
         quad = torch.einsum("kd,de,ke->", w, self.sxx, w)
         cross = torch.einsum("kd,dk->", w, self.sxy)
         return float(self.syy.sum() - 2 * cross - 2 * b @ self.sy + quad + 2 * b @ (w @ self.sx) + self.n * b @ b)
+
+
+def feature_scale(mu: Tensor, sd: Tensor) -> Tensor:
+    """What a penalized fit divides each feature by: its std, or 1 where the feature is constant on the rows
+    (std at round-off of its mean), whose weight then comes out 0."""
+    return torch.where(sd > 1e-12 * (1 + mu.abs()), sd, torch.ones_like(sd))
 
 
 def moments_path(

@@ -15,6 +15,8 @@ FedWeave's clustering — are a few steps' worth and left out):
 * each round, ``steps × batch`` rows forward and backward on every sampled client (counted as 3 forwards);
 * each evaluation (every ``eval_every`` rounds and after the last): every validation row, and with
   ``test_rounds: all`` every test row; with ``chosen`` the test rows twice at the end;
+* a text task computes logits (the output layer, 2 × vocabulary × hidden a token) on its responses' tokens in
+  training and on every generated token, counted at the mean ``max_new_tokens``;
 * a text task generates at each evaluation: its prompt, then up to ``max_new_tokens`` tokens (one forward each;
   on the GPU a decoding step is latency-bound: ``--gpu-step-ms`` a step of ``--decode-batch`` rows, assumed);
 * with ``adapter.layers`` a number below the model's depth, every pass runs only those layers; the frozen
@@ -54,6 +56,7 @@ class Shape:
     layers: int
     flops_per_token: float  # 2 × non-embedding parameters (every layer)
     attention_per_context: float  # 4 × hidden × layers: scores and values, per token of context
+    logits_per_token: float  # 2 × vocabulary × hidden: the output layer, where a text task needs logits
 
 
 def backbone_shape(name: str) -> Shape:
@@ -61,7 +64,8 @@ def backbone_shape(name: str) -> Shape:
     model, cfg = backbone.model, backbone.model.config
     embedding = model.get_input_embeddings().weight.numel()
     params = sum(p.numel() for p in model.parameters()) - embedding
-    return Shape(backbone.num_layers, 2.0 * params, 4.0 * cfg.hidden_size * backbone.num_layers)
+    layers, hidden = backbone.num_layers, cfg.hidden_size
+    return Shape(layers, 2.0 * params, 4.0 * hidden * layers, 2.0 * embedding)
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class Passes:
 
     prompts: float  # forward-equivalents through the adapted layers
     generated: float  # decoded tokens (text tasks)
+    logit_tokens: float  # tokens whose logits are computed: training responses (×3 for backward), decoded ones
     tokens: int  # tokens a prompt is counted at
     depth: float  # share of the layers a pass runs through
 
@@ -99,14 +104,15 @@ def count_passes(cfg: RunConfig, sizes: dict[str, int], num_clients: int, num_la
     evals = evaluations(cfg.rounds, fed.eval_every)
     each = n_val + (n_test if fed.test_rounds == "all" else 0)
     scored = evals * each + (2 * n_test if fed.test_rounds == "chosen" else 0)
-    generated = 0.0
-    if text:
+    generated = logit_tokens = 0.0
+    if text:  # a response is counted at the mean generation budget
         mean_new = float(np.mean(list(cfg.generation.max_new_tokens.values())))
         generated = scored * mean_new
+        logit_tokens = cfg.rounds * steps * mean_new + generated
     layers = cfg.adapter.layers
     depth = 1.0 if layers == "all" else (layers if isinstance(layers, int) else len(layers)) / num_layers
     prompts = start + cfg.rounds * (refit + steps) + scored
-    return Passes(prompts, generated, cfg.data.prompt.max_tokens, depth)
+    return Passes(prompts, generated, logit_tokens, cfg.data.prompt.max_tokens, depth)
 
 
 def prompt_flops(shape: Shape, tokens: int) -> float:
@@ -117,7 +123,7 @@ def prompt_flops(shape: Shape, tokens: int) -> float:
 def job_flops(p: Passes, shape: Shape) -> float:
     per_prompt = prompt_flops(shape, p.tokens)
     decode = shape.flops_per_token + shape.attention_per_context * p.tokens
-    return p.prompts * p.depth * per_prompt + p.generated * decode
+    return p.prompts * p.depth * per_prompt + p.generated * decode + p.logit_tokens * shape.logits_per_token
 
 
 def split_sizes(cfg: RunConfig) -> tuple[dict[str, int], int]:

@@ -176,6 +176,7 @@ class Learner:
         self.memory: OptimizerMemory | None = None
         self.trained: TrainedTensors | None = None  # while set (a client's round): what its fits train
         self._standardizer: tuple[Tensor, Tensor] | None = None
+        self._frozen: dict[bytes, Tensor] = {}  # `pooled` of the frozen model, by batch: a function of the rows
 
     @property
     def client_id(self) -> str:
@@ -190,6 +191,7 @@ class Learner:
         states), e.g. FedBiOT's emulator; the cached prefix is not read."""
         out = copy.copy(self)
         out.features = replace(self.features, prefix=None, source=source)
+        out._frozen = {}  # other layers below L0: other frozen states
         return out
 
     def init_head(self, generator: torch.Generator) -> dict[str, Tensor]:
@@ -345,9 +347,21 @@ class Learner:
     def pooled(
         self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE
     ) -> Tensor:
-        """Mean-pooled final hidden states [len(rows), H] of the adapted model (eq. 5)."""
+        """Mean-pooled final hidden states [len(rows), H] of the adapted model (eq. 5).
+
+        Without adapter slots or tensors and without dropout the model is the frozen one, whose states depend on
+        the rows alone: they are kept by batch and reused, bit for bit, when the same batch comes again — the
+        frozen half of every evaluation's adapter contribution (`adapter_movement`), the head's ridge start and α."""
+        binding = self._binding(params, rows, train, mixture)
+        frozen = not (train or binding.params or binding.slots)
+        key = np.asarray(rows, dtype=np.int64).tobytes() if frozen else None
+        if key is not None and key in self._frozen:
+            return self._frozen[key]
         prefix, mask = self.features.prefix_batch(self.lm, rows)
-        return self.lm.pooled_from_prefix(prefix, mask, self._binding(params, rows, train, mixture))
+        out = self.lm.pooled_from_prefix(prefix, mask, binding)
+        if key is not None:
+            self._frozen[key] = out.detach()
+        return out
 
     def loss(
         self, params: Mapping[str, Tensor], rows: np.ndarray, train: bool = False, mixture: Mixture = SINGLE

@@ -439,3 +439,36 @@ def test_a_fitted_train_loss_is_the_returned_models_loss_on_every_training_row(l
     if update == "ridge":
         y = learner.task.least_squares_targets(learner.targets[train]).double()
         assert fitted.loss <= 0.5 * float(y.var(correction=0)) + 1e-6
+
+
+def test_the_frozen_models_states_are_computed_once_per_batch_and_adapted_ones_every_time(learner, monkeypatch):
+    """An evaluation's frozen half (`adapter_movement` removes every adapter) asks for the same batches each round:
+    they come from the first pass, bit for bit; anything with an adapter tensor or dropout is computed again, and a
+    learner over other layers below L0 (FedBiOT's emulator) keeps its own."""
+    from fedloom.tasks.learner import FROZEN
+
+    calls = []
+    forward = learner.lm.pooled_from_prefix
+    monkeypatch.setattr(learner.lm, "pooled_from_prefix", lambda *a: calls.append(1) or forward(*a))
+    params = _params(learner)
+    head = {k: v for k, v in params.items() if k.startswith(HEAD_PREFIX)}
+    rows = learner.data.split("val")
+    first = learner.predict(head, "val", FROZEN)
+    passes = len(calls)
+    assert passes > 0 and np.array_equal(learner.predict(head, "val", FROZEN), first)
+    assert len(calls) == passes  # the second pass read the kept states
+    fresh = Learner(learner.lm, learner.features, learner.targets.numpy(), learner.dates, learner.data)
+    assert torch.equal(
+        learner.pooled({}, rows, mixture=FROZEN), fresh.pooled({}, rows, mixture=FROZEN)
+    )  # kept = recomputed
+    calls.clear()
+    adapters = [k for k in params if not k.startswith(HEAD_PREFIX)]
+    trained = learner.fit(params, _opt(adapters, 5e-2), steps=2, generator=torch.Generator().manual_seed(0)).params
+    calls.clear()
+    learner.pooled(trained, rows)
+    learner.pooled(trained, rows)
+    learner.pooled(head, rows, train=True, mixture=FROZEN)
+    learner.pooled(head, rows, train=True, mixture=FROZEN)
+    assert len(calls) == 4
+    emulated = learner.emulated(lambda ids, mask: learner.features.prefix_batch(learner.lm, np.asarray(rows))[0])
+    assert emulated._frozen == {} and learner._frozen

@@ -73,6 +73,7 @@ class Passes:
     """One job's work in forwards of the adapted layers: prompts (at ``tokens``) and generated tokens."""
 
     prompts: float  # forward-equivalents through the adapted layers
+    refits: float  # of which the ridge head's refits
     generated: float  # decoded tokens (text tasks)
     logit_tokens: float  # tokens whose logits are computed: training responses (×3 for backward), decoded ones
     tokens: int  # tokens a prompt is counted at
@@ -84,22 +85,14 @@ def evaluations(rounds: int, every: int) -> int:
     return len(set(range(every, rounds + 1, every)) | {rounds})
 
 
-def refit_prompts(cfg: RunConfig, n_train: int, num_clients: int) -> float:
-    """A round's refits: two passes over the sampled clients' training rows (expected share) with a ridge head."""
-    if cfg.train.head_update != "ridge" or DATASETS[cfg.dataset].kind == "text":
-        return 0.0
-    fed = cfg.federation
-    per_round = sample_size(participation_rate(fed.fraction, fed.clients_per_round, num_clients), num_clients)
-    return 2.0 * per_round / num_clients * n_train
-
-
 def count_passes(cfg: RunConfig, sizes: dict[str, int], num_clients: int, num_layers: int) -> Passes:
     fed, train = cfg.federation, cfg.train
     per_round = sample_size(participation_rate(fed.fraction, fed.clients_per_round, num_clients), num_clients)
     n_train, n_val, n_test = sizes["train"], sizes["val"], sizes["test"]
     text = DATASETS[cfg.dataset].kind == "text"
     start = 0.0 if text or train.head_start != "ridge" else n_train + n_val
-    refit = refit_prompts(cfg, n_train, num_clients)
+    # a round's refits: two passes over the sampled clients' training rows (their expected share)
+    refit = 0.0 if text or train.head_update != "ridge" else 2.0 * per_round / num_clients * n_train
     steps = 3.0 * per_round * train.steps * train.batch_size
     evals = evaluations(cfg.rounds, fed.eval_every)
     each = n_val + (n_test if fed.test_rounds == "all" else 0)
@@ -112,7 +105,7 @@ def count_passes(cfg: RunConfig, sizes: dict[str, int], num_clients: int, num_la
     layers = cfg.adapter.layers
     depth = 1.0 if layers == "all" else (layers if isinstance(layers, int) else len(layers)) / num_layers
     prompts = start + cfg.rounds * (refit + steps) + scored
-    return Passes(prompts, generated, logit_tokens, cfg.data.prompt.max_tokens, depth)
+    return Passes(prompts, cfg.rounds * refit, generated, logit_tokens, cfg.data.prompt.max_tokens, depth)
 
 
 def prompt_flops(shape: Shape, tokens: int) -> float:
@@ -169,35 +162,34 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for path in suites:
         suite = load_suite(path, args.set)
-        groups: dict[tuple[str, float, float], list[str]] = {}
-        costs: dict[tuple[str, float, float], tuple[int, dict[str, int], Passes, Shape, int]] = {}
+        # jobs that cost the same (same dataset and passes) share a row: their switch sets are listed
+        groups: dict[tuple[str, Passes], tuple[int, dict[str, int], Shape, list[str]]] = {}
         for job in suite.jobs:
             cfg = job.config
-            shape = shapes.setdefault(cfg.backbone, backbone_shape(cfg.backbone))
+            if cfg.backbone not in shapes:
+                shapes[cfg.backbone] = backbone_shape(cfg.backbone)
             data_key = cfg.data.model_dump_json() + cfg.dataset
             if data_key not in sizes:
                 sizes[data_key] = split_sizes(cfg)
             n, clients = sizes[data_key]
+            shape = shapes[cfg.backbone]
             passes = count_passes(cfg, n, clients, shape.layers)
-            key = (job.label.dataset, passes.prompts * passes.depth, passes.generated)
-            groups.setdefault(key, []).append(job.label.switches)
-            refits = cfg.rounds * refit_prompts(cfg, n["train"], clients) * passes.depth
-            costs[key] = (clients, n, passes, shape, int(refits))
-        for key, switches in groups.items():
-            clients, n, passes, shape, refits = costs[key]
+            groups.setdefault((job.label.dataset, passes), (clients, n, shape, []))[3].append(job.label.switches)
+        for (dataset, passes), (clients, n, shape, switches) in groups.items():
             flops = job_flops(passes, shape)
             cpu_rate = args.cpu_seconds / prompt_flops(shape, args.cpu_tokens)  # s a FLOP, measured
             # decoding is latency-bound on a GPU: a step of ``--decode-batch`` rows costs ``--gpu-step-ms``
             gpu = flops / (args.gpu_tflops * 1e12) + passes.generated / args.decode_batch * args.gpu_step_ms / 1e3
             rows = sum(n.values()) * (1 - passes.depth) * prompt_flops(shape, passes.tokens)
             prefix = human(rows * cpu_rate) if passes.depth < 1 else "–"
-            # a text job's CPU time is not FLOP-bound (decoding latency): its price is a floor (RESULTS: 50x)
+            # a text job's CPU time is not FLOP-bound (decoding latency): its price is a floor (RESULTS: 20x)
             cpu = ("≥ " if passes.generated else "") + human(flops * cpu_rate)
             names = sorted(set(switches))
             shown = ", ".join(names) if len(names) <= 3 else f"{len(names)} ({names[0]}, …)"
             print(
-                f"| {suite.config.name} | {key[0]} | {shown} | {len(switches)} | {clients} | "
-                f"{n['train']:,} / {n['val']:,} / {n['test']:,} | {count(key[1])} ({count(refits)}) | "
+                f"| {suite.config.name} | {dataset} | {shown} | {len(switches)} | {clients} | "
+                f"{n['train']:,} / {n['val']:,} / {n['test']:,} | {count(passes.prompts * passes.depth)} "
+                f"({count(passes.refits * passes.depth)}) | "
                 f"{count(passes.generated)} | {flops / 1e15:.2g} | {cpu} | {human(gpu)} | "
                 f"{human(gpu * len(switches))} | {prefix} |",
                 flush=True,

@@ -461,7 +461,6 @@ def test_the_frozen_models_states_are_computed_once_per_batch_and_adapted_ones_e
     assert torch.equal(
         learner.pooled({}, rows, mixture=FROZEN), fresh.pooled({}, rows, mixture=FROZEN)
     )  # kept = recomputed
-    calls.clear()
     adapters = [k for k in params if not k.startswith(HEAD_PREFIX)]
     trained = learner.fit(params, _opt(adapters, 5e-2), steps=2, generator=torch.Generator().manual_seed(0)).params
     calls.clear()

@@ -530,10 +530,15 @@ class Learner:
         """How much the adapter matters (issue 42): ``delta_w_rel_mean`` / ``_max``, ‖ΔW‖/‖W‖ over the adapted
         matrices (`AdaptedLM.relative_update_norms`), and on ``split``'s rows ``contribution``: the
         std of the change of the predictions when every adapter tensor is removed (the frozen model, same
-        head) over the std of the predictions, or for classes the fraction of rows whose class changes.
-        ``adapted``: the model's predictions of ``split`` when the caller already has them."""
+        head) over the std of the predictions, or for classes the fraction of rows whose class changes; and
+        ``head_norm``, ‖head weight‖_F: how far the prediction follows the pooled state at all — every gradient
+        an adapter gets passes through this weight, so a head that validation shrank to its intercept leaves
+        the adapters nothing to learn from. ``adapted``: the model's predictions of ``split`` when the caller
+        already has them."""
         norms = self.lm.relative_update_norms({k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)})
         out = {"delta_w_rel_mean": float(np.mean(norms)), "delta_w_rel_max": float(np.max(norms))} if norms else {}
+        if HEAD_WEIGHT in params:
+            out["head_norm"] = float(params[HEAD_WEIGHT].float().norm())
         if isinstance(self.task, GenerationTask) or len(self.data.split(split)) < 2:
             return out
         adapted = self.predict(params, split, mixture) if adapted is None else adapted

@@ -13,6 +13,7 @@ from fedloom.data.splits import chronological_split
 from fedloom.data.synthetic import SyntheticMarketConfig, make_synthetic_market
 from fedloom.errors import ConfigError
 from fedloom.tasks.learner import HEAD_PREFIX, Learner, Optimization, ParamGroup
+from fedloom.tasks.regression import HEAD_WEIGHT
 
 
 @pytest.fixture
@@ -393,7 +394,9 @@ def test_adapter_movement_is_zero_for_a_fresh_adapter_and_the_norm_ratio_after_t
 
     params = _params(learner)
     fresh = learner.adapter_movement(params, "val")
-    assert fresh == {"delta_w_rel_mean": 0.0, "delta_w_rel_max": 0.0, "contribution": 0.0}
+    head_norm = float(params[HEAD_WEIGHT].norm())
+    assert head_norm > 0
+    assert fresh == {"delta_w_rel_mean": 0.0, "delta_w_rel_max": 0.0, "head_norm": head_norm, "contribution": 0.0}
     adapters = [k for k in params if not k.startswith(HEAD_PREFIX)]
     trained = learner.fit(params, _opt(adapters, 5e-2), steps=4, generator=torch.Generator().manual_seed(0)).params
     moved = learner.adapter_movement(trained, "val")
@@ -405,6 +408,7 @@ def test_adapter_movement_is_zero_for_a_fresh_adapter_and_the_norm_ratio_after_t
     assert moved["delta_w_rel_mean"] == pytest.approx(np.mean(by_hand), rel=1e-5)
     assert moved["delta_w_rel_max"] == pytest.approx(max(by_hand), rel=1e-5)
     assert moved["contribution"] > 0
+    assert moved["head_norm"] == pytest.approx(float(trained[HEAD_WEIGHT].norm()), rel=1e-6)
 
 
 def test_evaluate_moved_equals_evaluate_and_adapter_movement(learner):

@@ -54,6 +54,15 @@ class LocalTrainingConfig(BaseModel):
         "and after the adapter steps, α chosen once on validation: closed-form ridge, or ridge logistic regression "
         "for a classifier; beyond the seed)",
     )
+    step_alpha: float | None = Field(
+        None,
+        gt=0,
+        description="with head_update ridge, the ridge penalty (per standardized feature, as the validation grid's) "
+        "of the head the adapter steps differentiate through: null, the validated α (the head the model predicts "
+        "with); a number, a less-shrunk head for the steps' gradients only, every adapter gradient being "
+        "proportional to the head's weight, which validation can shrink to the intercept; the head returned and "
+        "predicted with keeps the validated α (beyond the seed)",
+    )
     train_loss: Literal["steps", "fitted"] = Field(
         "steps",
         description="what a client reports as its train loss: steps (the mean of its local steps' mini-batch losses, "
@@ -72,6 +81,13 @@ class LocalTrainingConfig(BaseModel):
     length_buckets: bool = Field(
         False, description="mini-batches of similar token length (less padding; changes the draws, so results)"
     )
+
+    @model_validator(mode="after")
+    def _step_alpha_needs_a_refitted_head(self) -> LocalTrainingConfig:
+        if self.step_alpha is not None and self.head_update != "ridge":
+            raise ValueError("step_alpha is the penalty of the refitted head the adapter steps train through; "
+                             "it needs head_update: ridge (an AdamW-stepped head has no penalty)")  # fmt: skip
+        return self
 
 
 class MethodConfig(BaseModel):

@@ -154,6 +154,7 @@ def _learner(
         head_input=cfg.train.head_input,
         head_intercept=cfg.train.head_intercept,
         head_update=cfg.train.head_update,
+        step_alpha=cfg.train.step_alpha,
         train_loss=cfg.train.train_loss,
         keeps_optimizer=keeps,
     )

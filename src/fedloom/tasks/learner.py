@@ -141,6 +141,7 @@ class Learner:
         head_input: HeadInput = "raw",
         head_intercept: HeadIntercept = "local",
         head_update: HeadUpdate = "adam",
+        step_alpha: float | None = None,
         train_loss: TrainLoss = "steps",
     ) -> None:
         """``eval_targets`` (default: ``targets``) are what metrics compare with, e.g. the raw return
@@ -151,6 +152,7 @@ class Learner:
         ``head_intercept: shrunk`` moves the head's start to the client's training mean shrunk toward the
         federation's (`fedloom.tasks.intercept`; the runtime sets ``federation_mean`` before round 1);
         ``head_update: ridge``: `fit` refits the linear head in closed form instead of stepping it (`refit_head`);
+        ``step_alpha`` (with it): the ridge penalty of the head the adapter steps differentiate through (`fit`);
         ``train_loss``: what `fit` reports as the loss (`FitResult.loss`): ``steps``, the mean of its mini-batch
         losses, or ``fitted``, the returned parameters' loss on every training row (`fitted_loss`)."""
         self.lm = lm
@@ -170,6 +172,7 @@ class Learner:
         self.head_input = head_input
         self.head_intercept = head_intercept
         self.head_update = head_update
+        self.step_alpha = step_alpha
         self.train_loss = train_loss
         self._alpha: float | None = None
         self.federation_mean: FederationMean | None = None
@@ -276,9 +279,11 @@ class Learner:
         small; the refitted head is the optimum of the features as they are."""
         return self._refit(params, mixture)[0]
 
-    def _refit(self, params: Mapping[str, Tensor], mixture: Mixture) -> tuple[dict[str, Tensor], Tensor]:
-        """`refit_head`'s head and the training rows' head inputs it was fitted on."""
-        head, x = self._ridge_fit(params, mixture, self.ridge_alpha())
+    def _refit(
+        self, params: Mapping[str, Tensor], mixture: Mixture, alpha: float | None = None
+    ) -> tuple[dict[str, Tensor], Tensor]:
+        """`refit_head`'s head (at ``alpha``; none: the run's) and the training rows' head inputs it was fitted on."""
+        head, x = self._ridge_fit(params, mixture, self.ridge_alpha() if alpha is None else alpha)
         return (head if self.head_intercept == "local" else self._shrunk(head)), x
 
     def _ridge_fit(
@@ -414,7 +419,9 @@ class Learner:
             self.trained.record(params, trainable)
         refit = self.head_update == "ridge" and HEAD_WEIGHT in trainable and not isinstance(self.task, GenerationTask)
         if refit:  # the linear head is solved, before the steps (for their gradients) and after (for the model)
-            params = {**params, **self.refit_head(params, mixture)}
+            # ``step_alpha`` (beyond seed 000): the steps differentiate through a less-shrunk head. Where validation
+            # shrinks the head to its intercept, every adapter gradient (∝ the head's weight) vanishes with it
+            params = {**params, **self._refit(params, mixture, self.step_alpha)[0]}
             groups = [g for g in (replace(g, keys=tuple(k for k in g.keys if k not in LINEAR_HEAD)) for g in groups)
                       if g.keys]  # fmt: skip
             trainable -= set(LINEAR_HEAD)
@@ -533,12 +540,15 @@ class Learner:
         head) over the std of the predictions, or for classes the fraction of rows whose class changes; and
         ``head_norm``, ‖head weight‖_F: how far the prediction follows the pooled state at all — every gradient
         an adapter gets passes through this weight, so a head that validation shrank to its intercept leaves
-        the adapters nothing to learn from. ``adapted``: the model's predictions of ``split`` when the caller
-        already has them."""
+        the adapters nothing to learn from; ``head_alpha``, the ridge penalty validation chose for this client's
+        head (`ridge_alpha`; the grid's largest, 1e6, is a head at its intercept), where it has one. ``adapted``:
+        the model's predictions of ``split`` when the caller already has them."""
         norms = self.lm.relative_update_norms({k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)})
         out = {"delta_w_rel_mean": float(np.mean(norms)), "delta_w_rel_max": float(np.max(norms))} if norms else {}
         if HEAD_WEIGHT in params:
             out["head_norm"] = float(params[HEAD_WEIGHT].float().norm())
+        if self._alpha is not None:
+            out["head_alpha"] = self._alpha
         if isinstance(self.task, GenerationTask) or len(self.data.split(split)) < 2:
             return out
         adapted = self.predict(params, split, mixture) if adapted is None else adapted

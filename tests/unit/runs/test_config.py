@@ -33,6 +33,7 @@ def test_file_then_flags_then_overrides(tmp_path):
         (["roundz=3"], "config key 'roundz' does not exist"),
         (["rounds=0"], "rounds: Input should be greater than or equal to 1"),
         (["rounds"], "override 'rounds' is not of the form key=value"),
+        (["train.step_alpha=100"], "step_alpha is the penalty of the refitted head the adapter steps train"),
     ],
 )
 def test_errors_name_the_problem(overrides, message):

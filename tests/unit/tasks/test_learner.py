@@ -289,6 +289,34 @@ def test_a_ridge_updated_head_is_the_closed_form_fit_on_the_adapted_features_aft
     torch.testing.assert_close(fit.params["head.bias"], bias.float().reshape(1), rtol=1e-4, atol=1e-5)
 
 
+def test_step_alpha_trains_the_adapters_through_a_less_shrunk_head_and_returns_the_validated_one(learner):
+    """step_alpha (beyond seed 000): the adapter steps differentiate through the ridge head at that penalty — the
+    adapters equal those of a run whose one α is step_alpha — while the head returned is the refit at the run's
+    validated α on the adapted features; without it the steps see the validated head and the adapters differ."""
+    from fedloom.tasks.ridge import ridge
+
+    learner.head_update = "ridge"
+    validated = learner.ridge_alpha()
+    step_alpha = 0.01 if validated != 0.01 else 1e6
+    params = _params(learner)
+    opt = _opt(list(params), 5e-2)
+    adapters = [k for k in params if not k.startswith(HEAD_PREFIX)]
+
+    def run(alpha, step):
+        learner._alpha, learner.step_alpha = alpha, step
+        torch.manual_seed(3)
+        return learner.fit(params, opt, steps=3, generator=torch.Generator().manual_seed(0)).params
+
+    lever, reference, plain = run(validated, step_alpha), run(step_alpha, None), run(validated, None)
+    assert all(torch.equal(lever[k], reference[k]) for k in adapters)
+    assert any(not torch.equal(lever[k], plain[k]) for k in adapters)
+    train = learner.data.train
+    x = learner.head_features(lever, train)
+    weight, bias = ridge(x, learner.task.least_squares_targets(learner.targets[train]), validated)
+    torch.testing.assert_close(lever["head.weight"], weight.float().reshape(1, -1), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(lever["head.bias"], bias.float().reshape(1), rtol=1e-4, atol=1e-5)
+
+
 def test_adams_first_step_moves_every_head_weight_by_the_learning_rate_and_a_refit_keeps_the_fit(learner):
     """Why head_update: ridge exists: one AdamW step on the ridge head moves every weight by head_lr (Adam's
     first step is lr·g/(|g| + ε)), however small its gradient; with the refit nothing is stepped (the losses
@@ -409,6 +437,13 @@ def test_adapter_movement_is_zero_for_a_fresh_adapter_and_the_norm_ratio_after_t
     assert moved["delta_w_rel_max"] == pytest.approx(max(by_hand), rel=1e-5)
     assert moved["contribution"] > 0
     assert moved["head_norm"] == pytest.approx(float(trained[HEAD_WEIGHT].norm()), rel=1e-6)
+
+
+def test_adapter_movement_reports_the_validated_alpha_of_a_ridge_head(learner):
+    assert "head_alpha" not in learner.adapter_movement(_params(learner), "val")  # a stepped head has no α
+    learner.head_start = "ridge"
+    params = _params(learner)
+    assert learner.adapter_movement(params, "val")["head_alpha"] == learner.ridge_alpha()
 
 
 def test_evaluate_moved_equals_evaluate_and_adapter_movement(learner):

@@ -63,6 +63,13 @@ class LocalTrainingConfig(BaseModel):
         "proportional to the head's weight, which validation can shrink to the intercept; the head returned and "
         "predicted with keeps the validated α (beyond the seed)",
     )
+    alpha_choice: Literal["once", "every_fit"] = Field(
+        "once",
+        description="with head_update ridge, when the refitted head's ridge α is chosen on the client's validation "
+        "rows: once (on the frozen model's pooled state, before round 1) or every_fit (on the features the adapters "
+        "give, at each refit: a head can then follow adapters that learned what the frozen state lacks; one more "
+        "pass over the validation rows per refit; beyond the seed)",
+    )
     train_loss: Literal["steps", "fitted"] = Field(
         "steps",
         description="what a client reports as its train loss: steps (the mean of its local steps' mini-batch losses, "
@@ -83,10 +90,13 @@ class LocalTrainingConfig(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _step_alpha_needs_a_refitted_head(self) -> LocalTrainingConfig:
+    def _penalties_need_a_refitted_head(self) -> LocalTrainingConfig:
         if self.step_alpha is not None and self.head_update != "ridge":
             raise ValueError("step_alpha is the penalty of the refitted head the adapter steps train through; "
                              "it needs head_update: ridge (an AdamW-stepped head has no penalty)")  # fmt: skip
+        if self.alpha_choice != "once" and self.head_update != "ridge":
+            raise ValueError("alpha_choice: every_fit chooses the penalty of the refitted head at each refit; it "
+                             "needs head_update: ridge (an AdamW-stepped head has no penalty)")  # fmt: skip
         return self
 
 

@@ -155,6 +155,7 @@ def _learner(
         head_intercept=cfg.train.head_intercept,
         head_update=cfg.train.head_update,
         step_alpha=cfg.train.step_alpha,
+        alpha_choice=cfg.train.alpha_choice,
         train_loss=cfg.train.train_loss,
         keeps_optimizer=keeps,
     )

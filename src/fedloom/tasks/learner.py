@@ -56,6 +56,7 @@ HeadStart = Literal["uniform", "zero", "ridge"]
 HeadInput = Literal["raw", "standardized"]
 HeadIntercept = Literal["local", "shrunk"]
 HeadUpdate = Literal["adam", "ridge"]
+AlphaChoice = Literal["once", "every_fit"]
 TrainLoss = Literal["steps", "fitted"]
 LINEAR_HEAD = (HEAD_WEIGHT, HEAD_BIAS)  # what ``head_update: ridge`` refits (a side channel's MLP still trains)
 
@@ -142,6 +143,7 @@ class Learner:
         head_intercept: HeadIntercept = "local",
         head_update: HeadUpdate = "adam",
         step_alpha: float | None = None,
+        alpha_choice: AlphaChoice = "once",
         train_loss: TrainLoss = "steps",
     ) -> None:
         """``eval_targets`` (default: ``targets``) are what metrics compare with, e.g. the raw return
@@ -153,6 +155,7 @@ class Learner:
         federation's (`fedloom.tasks.intercept`; the runtime sets ``federation_mean`` before round 1);
         ``head_update: ridge``: `fit` refits the linear head in closed form instead of stepping it (`refit_head`);
         ``step_alpha`` (with it): the ridge penalty of the head the adapter steps differentiate through (`fit`);
+        ``alpha_choice`` (with it): the refits' α chosen ``once`` on the frozen state or at ``every_fit`` (`_refit`);
         ``train_loss``: what `fit` reports as the loss (`FitResult.loss`): ``steps``, the mean of its mini-batch
         losses, or ``fitted``, the returned parameters' loss on every training row (`fitted_loss`)."""
         self.lm = lm
@@ -173,6 +176,8 @@ class Learner:
         self.head_intercept = head_intercept
         self.head_update = head_update
         self.step_alpha = step_alpha
+        self.alpha_choice = alpha_choice
+        self._last_alpha: float | None = None  # the α of the last refit: a diagnostic (`adapter_movement`)
         self.train_loss = train_loss
         self._alpha: float | None = None
         self.federation_mean: FederationMean | None = None
@@ -273,17 +278,32 @@ class Learner:
     @torch.no_grad()
     def refit_head(self, params: Mapping[str, Tensor], mixture: Mixture = SINGLE) -> dict[str, Tensor]:
         """``head_update: ridge`` (beyond seed 000): the linear head refitted in closed form on the features
-        ``params``' adapters give the training rows, with the run's α (`ridge_alpha`) and, with ``head_intercept:
-        shrunk``, the shrunk intercept. A head stepped by Adam from its optimum moves every weight by about the
-        learning rate whatever its gradient (Adam's steps are sign-like), which is noise where the gradient is
-        small; the refitted head is the optimum of the features as they are."""
+        ``params``' adapters give the training rows, with the run's α (`ridge_alpha`, or per fit: `_refit`) and,
+        with ``head_intercept: shrunk``, the shrunk intercept. A head stepped by Adam from its optimum moves every
+        weight by about the learning rate whatever its gradient (Adam's steps are sign-like), which is noise where
+        the gradient is small; the refitted head is the optimum of the features as they are."""
         return self._refit(params, mixture)[0]
 
     def _refit(
         self, params: Mapping[str, Tensor], mixture: Mixture, alpha: float | None = None
     ) -> tuple[dict[str, Tensor], Tensor]:
-        """`refit_head`'s head (at ``alpha``; none: the run's) and the training rows' head inputs it was fitted on."""
-        head, x = self._ridge_fit(params, mixture, self.ridge_alpha() if alpha is None else alpha)
+        """`refit_head`'s head and the training rows' head inputs it was fitted on. Its α: ``alpha`` when given
+        (``step_alpha``), else the run's (`ridge_alpha`), or with ``alpha_choice: every_fit`` (beyond seed 000)
+        the grid's best on this client's validation rows under ``params``' adapters — α chosen once on the frozen
+        state cannot follow adapters that learned what the frozen state lacks. A function of ``params`` alone,
+        so a resumed run refits exactly as the uninterrupted one."""
+        task = self.task
+        assert not isinstance(task, GenerationTask)
+        train, val = self.data.train, self.data.split("val")
+        x = self._head_inputs(params, train, mixture)
+        fit = task.head_fit(x, self.targets[torch.as_tensor(train)])
+        if alpha is None and self.alpha_choice == "every_fit" and len(val):
+            xv, yv = self._head_inputs(params, val, mixture), self.targets[torch.as_tensor(val)]
+            head, alpha = choose_alpha(fit, lambda h: float(task.loss(h, xv, yv)))
+        else:
+            alpha = self.ridge_alpha() if alpha is None else alpha
+            head = fit(alpha)
+        self._last_alpha = alpha
         return (head if self.head_intercept == "local" else self._shrunk(head)), x
 
     def _ridge_fit(
@@ -547,8 +567,9 @@ class Learner:
         out = {"delta_w_rel_mean": float(np.mean(norms)), "delta_w_rel_max": float(np.max(norms))} if norms else {}
         if HEAD_WEIGHT in params:
             out["head_norm"] = float(params[HEAD_WEIGHT].float().norm())
-        if self._alpha is not None:
-            out["head_alpha"] = self._alpha
+        alpha = self._alpha if self.alpha_choice == "once" else self._last_alpha
+        if alpha is not None:
+            out["head_alpha"] = alpha
         if isinstance(self.task, GenerationTask) or len(self.data.split(split)) < 2:
             return out
         adapted = self.predict(params, split, mixture) if adapted is None else adapted

@@ -34,6 +34,7 @@ def test_file_then_flags_then_overrides(tmp_path):
         (["rounds=0"], "rounds: Input should be greater than or equal to 1"),
         (["rounds"], "override 'rounds' is not of the form key=value"),
         (["train.step_alpha=100"], "step_alpha is the penalty of the refitted head the adapter steps train"),
+        (["train.alpha_choice=every_fit"], "alpha_choice: every_fit chooses the penalty of the refitted head"),
     ],
 )
 def test_errors_name_the_problem(overrides, message):

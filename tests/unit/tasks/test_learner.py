@@ -317,6 +317,35 @@ def test_step_alpha_trains_the_adapters_through_a_less_shrunk_head_and_returns_t
     torch.testing.assert_close(lever["head.bias"], bias.float().reshape(1), rtol=1e-4, atol=1e-5)
 
 
+def test_alpha_choice_every_fit_refits_at_the_alpha_validation_picks_on_the_adapted_features(learner):
+    """alpha_choice: every_fit (beyond seed 000): the head `fit` returns is the ridge fit at the grid's α with the
+    lowest validation loss on the features the trained adapters give — not the α chosen once on the frozen
+    state (here forced elsewhere, so ``once`` would return another head) — and the evaluation logs that α."""
+    from fedloom.tasks.ridge import ALPHAS, choose_alpha, ridge
+
+    learner.head_update = "ridge"
+    params = _params(learner)
+    opt = _opt(list(params), 5e-2)
+    torch.manual_seed(3)  # dropout
+    out = learner.fit(params, opt, steps=3, generator=torch.Generator().manual_seed(0)).params
+    train, val = learner.data.train, learner.data.split("val")
+    x, xv = learner.head_features(out, train), learner.head_features(out, val)
+    y, yv = learner.targets[train], learner.targets[val]
+    fit = learner.task.head_fit(x, y)
+    _, best = choose_alpha(fit, lambda h: float(learner.task.loss(h, xv, yv)))
+    learner._alpha = ALPHAS[0] if best != ALPHAS[0] else ALPHAS[-1]  # the once-chosen α: not the adapted one's
+    learner.alpha_choice = "every_fit"
+    torch.manual_seed(3)
+    chosen = learner.fit(params, opt, steps=3, generator=torch.Generator().manual_seed(0)).params
+    assert all(torch.equal(chosen[k], out[k]) for k in out if not k.startswith(HEAD_PREFIX))  # the steps: same
+    weight, bias = ridge(x, learner.task.least_squares_targets(y), best)
+    torch.testing.assert_close(chosen["head.weight"], weight.float().reshape(1, -1), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(chosen["head.bias"], bias.float().reshape(1), rtol=1e-4, atol=1e-5)
+    assert learner.adapter_movement(chosen, "val")["head_alpha"] == best
+    learner.alpha_choice = "once"
+    assert learner.adapter_movement(chosen, "val")["head_alpha"] == learner._alpha != best
+
+
 def test_adams_first_step_moves_every_head_weight_by_the_learning_rate_and_a_refit_keeps_the_fit(learner):
     """Why head_update: ridge exists: one AdamW step on the ridge head moves every weight by head_lr (Adam's
     first step is lr·g/(|g| + ε)), however small its gradient; with the refit nothing is stepped (the losses

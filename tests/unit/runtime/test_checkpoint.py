@@ -181,23 +181,26 @@ def test_latest_pointing_at_another_round_with_the_newest_digest_is_refused(tmp_
         store.load()
 
 
-@pytest.mark.parametrize("method", ["fedavg", "rpa-improved", "fedavg-kept-optimizer"])
+@pytest.mark.parametrize("method", ["fedavg", "rpa-improved", "fedavg-kept-optimizer", "fedavg-every-fit"])
 def test_resume_after_round_2_of_4_is_bit_exact(tmp_path, method):
     """Also for RPA's improved routing, whose round-2 checkpoint sits inside its 3-round warm-up (summed
     sketches per client, prototype velocity), and for clients that keep their AdamW moments from round to
     round (train.optimizer_state: keep, with ridge heads refitted each round around shrunk intercepts): the moments
-    are in the checkpointed states, and the intercepts' exchange is counted once, in round 1."""
+    are in the checkpointed states, and the intercepts' exchange is counted once, in round 1; and for heads whose
+    α validation re-chooses at every refit (train.alpha_choice: every_fit), a function of the parameters alone."""
     run_cfg = small_config(method="rpa", **{"methods.rpa.routing": "improved", "methods.rpa.warm_start_rounds": 3})
     kept = method == "fedavg-kept-optimizer"
     recipe = {"train.optimizer_state": "keep", "train.head_start": "ridge", "train.head_update": "ridge",
               "train.head_intercept": "shrunk"} if kept else {}  # fmt: skip
+    if method == "fedavg-every-fit":
+        recipe = {"train.head_start": "ridge", "train.head_update": "ridge", "train.alpha_choice": "every_fit"}
     ws = prepare_workspace(small_config(**recipe))
     cfg = FederationConfig(fraction=0.67, eval_every=2)
 
-    def runtime():
+    def runtime(learners=ws.learners):
         fedavg = method.startswith("fedavg")
         algorithm = FedAvg(small_config().train) if fedavg else build_method(run_cfg, ws.lm, server=True)
-        return InProcessRuntime(algorithm, ws.learners, cfg, seed=3)
+        return InProcessRuntime(algorithm, learners, cfg, seed=3)
 
     straight = runtime().run(ws.shared_init, rounds=4)
     store = CheckpointStore(tmp_path)
@@ -207,7 +210,9 @@ def test_resume_after_round_2_of_4_is_bit_exact(tmp_path, method):
     if method == "rpa-improved":  # the checkpoint holds the warm-up's per-client sums and the velocity
         saved = store.load().server.tensors
         assert "velocity" in saved and any(k.startswith("sketch/") for k in saved)
-    resumed = runtime().run(ws.shared_init, rounds=4, resume_from=store.load())
+    # every_fit: the resumed run's learners are fresh (no α, no refit remembered), as in a new process
+    fresh = prepare_workspace(small_config(**recipe)).learners if method == "fedavg-every-fit" else ws.learners
+    resumed = runtime(fresh).run(ws.shared_init, rounds=4, resume_from=store.load())
     for key, value in straight.server.tensors.items():
         assert torch.equal(resumed.server.tensors[key], value), key
     for cid, state in straight.clients.items():

@@ -177,7 +177,6 @@ class Learner:
         self.head_update = head_update
         self.step_alpha = step_alpha
         self.alpha_choice = alpha_choice
-        self._last_alpha: float | None = None  # the α of the last refit: a diagnostic (`adapter_movement`)
         self.train_loss = train_loss
         self._alpha: float | None = None
         self.federation_mean: FederationMean | None = None
@@ -303,7 +302,6 @@ class Learner:
         else:
             alpha = self.ridge_alpha() if alpha is None else alpha
             head = fit(alpha)
-        self._last_alpha = alpha
         return (head if self.head_intercept == "local" else self._shrunk(head)), x
 
     def _ridge_fit(
@@ -561,15 +559,17 @@ class Learner:
         ``head_norm``, ‖head weight‖_F: how far the prediction follows the pooled state at all — every gradient
         an adapter gets passes through this weight, so a head that validation shrank to its intercept leaves
         the adapters nothing to learn from; ``head_alpha``, the ridge penalty validation chose for this client's
-        head (`ridge_alpha`; the grid's largest, 1e6, is a head at its intercept), where it has one. ``adapted``:
+        head (`ridge_alpha`; the grid's largest, 1e6, is a head at its intercept) where its head is a ridge fit at
+        the α chosen once (with ``alpha_choice: every_fit`` the α is a refit's, not a function of ``params``, and
+        a runtime that evaluates a client it never fitted could not report it). ``adapted``:
         the model's predictions of ``split`` when the caller already has them."""
         norms = self.lm.relative_update_norms({k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)})
         out = {"delta_w_rel_mean": float(np.mean(norms)), "delta_w_rel_max": float(np.max(norms))} if norms else {}
         if HEAD_WEIGHT in params:
             out["head_norm"] = float(params[HEAD_WEIGHT].float().norm())
-        alpha = self._alpha if self.alpha_choice == "once" else self._last_alpha
-        if alpha is not None:
-            out["head_alpha"] = alpha
+        ridge_head = self.head_start == "ridge" or self.head_update == "ridge"
+        if ridge_head and self.alpha_choice == "once" and not isinstance(self.task, GenerationTask):
+            out["head_alpha"] = self.ridge_alpha()
         if isinstance(self.task, GenerationTask) or len(self.data.split(split)) < 2:
             return out
         adapted = self.predict(params, split, mixture) if adapted is None else adapted

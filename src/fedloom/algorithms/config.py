@@ -59,9 +59,9 @@ class LocalTrainingConfig(BaseModel):
         gt=0,
         description="with head_update ridge, the ridge penalty (per standardized feature, as the validation grid's) "
         "of the head the adapter steps differentiate through: null, the validated α (the head the model predicts "
-        "with); a number, a less-shrunk head for the steps' gradients only, every adapter gradient being "
-        "proportional to the head's weight, which validation can shrink to the intercept; the head returned and "
-        "predicted with keeps the validated α (beyond the seed)",
+        "with); a number, a less-shrunk head for the steps' gradients only — validation can shrink the head to its "
+        "intercept, and the head's weight sets the direction of every adapter gradient (AdamW's steps do not scale "
+        "with its size); the head returned and predicted with keeps the validated α (beyond the seed)",
     )
     alpha_choice: Literal["once", "every_fit"] = Field(
         "once",

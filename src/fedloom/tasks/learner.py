@@ -252,7 +252,7 @@ class Learner:
         """The penalized head on the frozen features of the training rows (+ the side channel at its init), α
         chosen on the validation rows (`ridge_alpha`): ridge for a regression head, ridge logistic regression
         for a classifier (the task's `head_fit`)."""
-        return self._ridge_fit(head, FROZEN, self.ridge_alpha())[0]
+        return self._head_solver(head, FROZEN)[0](self.ridge_alpha())
 
     @torch.no_grad()
     def ridge_alpha(self) -> float:
@@ -291,12 +291,10 @@ class Learner:
         the grid's best on this client's validation rows under ``params``' adapters — α chosen once on the frozen
         state cannot follow adapters that learned what the frozen state lacks. A function of ``params`` alone,
         so a resumed run refits exactly as the uninterrupted one."""
-        task = self.task
-        assert not isinstance(task, GenerationTask)
-        train, val = self.data.train, self.data.split("val")
-        x = self._head_inputs(params, train, mixture)
-        fit = task.head_fit(x, self.targets[torch.as_tensor(train)])
+        fit, x = self._head_solver(params, mixture)
+        task, val = self.task, self.data.split("val")
         if alpha is None and self.alpha_choice == "every_fit" and len(val):
+            assert not isinstance(task, GenerationTask)  # `_head_solver` refused one
             xv, yv = self._head_inputs(params, val, mixture), self.targets[torch.as_tensor(val)]
             head, alpha = choose_alpha(fit, lambda h: float(task.loss(h, xv, yv)))
         else:
@@ -304,16 +302,16 @@ class Learner:
             head = fit(alpha)
         return (head if self.head_intercept == "local" else self._shrunk(head)), x
 
-    def _ridge_fit(
-        self, params: Mapping[str, Tensor], mixture: Mixture, alpha: float
-    ) -> tuple[dict[str, Tensor], Tensor]:
-        """The task's penalized head (`head_fit`: ridge, or ridge logistic for a classifier) on the training
-        rows' head inputs under ``params``, and those inputs [n, H]."""
+    def _head_solver(
+        self, params: Mapping[str, Tensor], mixture: Mixture
+    ) -> tuple[Callable[[float], dict[str, Tensor]], Tensor]:
+        """The task's penalized head as a function of α (`head_fit`: ridge, or ridge logistic for a classifier)
+        on the training rows' head inputs under ``params``, and those inputs [n, H]."""
         task = self.task
         assert not isinstance(task, GenerationTask)
         train = self.data.train
         x = self._head_inputs(params, train, mixture)
-        return task.head_fit(x, self.targets[torch.as_tensor(train)])(alpha), x
+        return task.head_fit(x, self.targets[torch.as_tensor(train)]), x
 
     @torch.no_grad()
     def fitted_loss(
@@ -437,8 +435,8 @@ class Learner:
             self.trained.record(params, trainable)
         refit = self.head_update == "ridge" and HEAD_WEIGHT in trainable and not isinstance(self.task, GenerationTask)
         if refit:  # the linear head is solved, before the steps (for their gradients) and after (for the model)
-            # ``step_alpha`` (beyond seed 000): the steps differentiate through a less-shrunk head. Where validation
-            # shrinks the head to its intercept, every adapter gradient (∝ the head's weight) vanishes with it
+            # ``step_alpha`` (beyond seed 000): the steps differentiate through a less-shrunk head, whose weight sets
+            # the adapter gradients' direction (AdamW's steps do not scale with their size)
             params = {**params, **self._refit(params, mixture, self.step_alpha)[0]}
             groups = [g for g in (replace(g, keys=tuple(k for k in g.keys if k not in LINEAR_HEAD)) for g in groups)
                       if g.keys]  # fmt: skip
@@ -559,10 +557,10 @@ class Learner:
         ``head_norm``, ‖head weight‖_F: how far the prediction follows the pooled state at all — every gradient
         an adapter gets passes through this weight, so a head that validation shrank to its intercept leaves
         the adapters nothing to learn from; ``head_alpha``, the ridge penalty validation chose for this client's
-        head (`ridge_alpha`; the grid's largest, 1e6, is a head at its intercept) where its head is a ridge fit at
-        the α chosen once (with ``alpha_choice: every_fit`` the α is a refit's, not a function of ``params``, and
-        a runtime that evaluates a client it never fitted could not report it). ``adapted``:
-        the model's predictions of ``split`` when the caller already has them."""
+        head (`ridge_alpha`; the grid's largest, 1e6, is a head at its intercept) where its head is or starts as a
+        ridge fit at the α chosen once (with ``alpha_choice: every_fit`` the α is a refit's, not a function of
+        ``params``, and a runtime that evaluates a client it never fitted could not report it). ``adapted``: the
+        model's predictions of ``split`` when the caller already has them."""
         norms = self.lm.relative_update_norms({k: v for k, v in params.items() if not k.startswith(HEAD_PREFIX)})
         out = {"delta_w_rel_mean": float(np.mean(norms)), "delta_w_rel_max": float(np.max(norms))} if norms else {}
         if HEAD_WEIGHT in params:

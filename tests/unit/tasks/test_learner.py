@@ -320,7 +320,8 @@ def test_step_alpha_trains_the_adapters_through_a_less_shrunk_head_and_returns_t
 def test_alpha_choice_every_fit_refits_at_the_alpha_validation_picks_on_the_adapted_features(learner):
     """alpha_choice: every_fit (beyond seed 000): the head `fit` returns is the ridge fit at the grid's α with the
     lowest validation loss on the features the trained adapters give — not the α chosen once on the frozen
-    state (here forced elsewhere, so ``once`` would return another head) — and the evaluation logs that α."""
+    state (here forced elsewhere, so ``once`` would return another head); the evaluation logs no α for it (a
+    refit's α is not a function of the evaluated parameters)."""
     from fedloom.tasks.ridge import ALPHAS, choose_alpha, ridge
 
     learner.head_update = "ridge"

@@ -18,13 +18,25 @@ from fedloom.runs.workspace import prepare_workspace
 from fedloom.runtime.flower.node import DOWNLOAD, RUN
 from fedloom.runtime.flower.records import to_recorddict
 
+# SecAgg+'s quantization step (16 / 2^22 ≈ 3.8e-6, stochastically rounded) against a one-round update of
+# lr 2e-4 × 2 steps ≈ 4e-4 per element is ~1 %: measured up to 0.7 % on the adapter-movement diagnostics
+# (`adapter/val/contribution/worst25`, 4 runs), where the weights themselves agree within 2e-5
+SECAGG_REL_UPDATE = 3e-2
+
 
 def assert_same_run(
-    cfg: RunConfig, tmp_path: Path, on_flower: Callable[[Any, Path], None], atol: float = 1e-6, rel: float = 1e-4
+    cfg: RunConfig,
+    tmp_path: Path,
+    on_flower: Callable[[Any, Path], None],
+    atol: float = 1e-6,
+    rel: float = 1e-4,
+    rel_update: float | None = None,
 ) -> dict:
     """Run ``cfg`` in process and via ``on_flower(workspace, out)``; assert the same sampled clients,
-    upload bytes, final adapters (within ``atol``) and metrics (within ``rel``). Returns the Flower
-    run's summary."""
+    upload bytes, final adapters (within ``atol``) and metrics (within ``rel``; the adapter-movement
+    diagnostics ``adapter/…`` within ``rel_update`` when given: they measure the update alone, ‖ΔW‖ and the
+    predictions' change, so an error in the weights is relative to the update's size, not the weights').
+    Returns the Flower run's summary."""
     from fedloom.runs.llm import run_method
     from fedloom.runs.workspace import prepare_workspace
     from fedloom.runtime.checkpoint import CheckpointStore
@@ -45,7 +57,8 @@ def assert_same_run(
         torch.testing.assert_close(b[key], a[key], atol=atol, rtol=1e-5)
     assert set(got["metrics"]) == set(expected["metrics"])
     for key, value in expected["metrics"].items():
-        assert got["metrics"][key] == pytest.approx(value, rel=rel, abs=atol, nan_ok=True), key
+        tol = rel_update if rel_update is not None and key.startswith("adapter/") else rel
+        assert got["metrics"][key] == pytest.approx(value, rel=tol, abs=atol, nan_ok=True), key
     return got
 
 

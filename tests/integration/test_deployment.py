@@ -19,7 +19,7 @@ import pytest
 from fedloom.runs.config import dump_config
 from tests.conftest import small_config
 from tests.integration.cluster import BIN, Cluster, free_port
-from tests.integration.flower_check import SECAGG_REL_UPDATE, assert_same_run
+from tests.integration.flower_check import assert_same_run
 
 pytestmark = pytest.mark.integration
 
@@ -58,7 +58,7 @@ def test_secagg_plus_deployment_equals_in_process(cluster, tmp_path):
     """FedAvg under SecAgg+ across the SuperNodes (masks exchanged between separate node processes,
     two of them relaying to their workers) ends where the in-process arithmetic does."""
     cfg = small_config(**{"method": "fedavg", "rounds": 1, "federation.secure_aggregation.enabled": True})
-    assert_same_run(cfg, tmp_path, deployed(cluster, cfg, tmp_path), atol=2e-5, rel=1e-3, rel_update=SECAGG_REL_UPDATE)
+    assert_same_run(cfg, tmp_path, deployed(cluster, cfg, tmp_path), secagg=True)
 
 
 def test_killed_supernode_is_left_out_and_rejoins(cluster, tmp_path):
